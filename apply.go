@@ -1,0 +1,779 @@
+package wtx
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"sort"
+	"syscall"
+
+	"github.com/wtx-dev/wtx/internal/blob"
+	"github.com/wtx-dev/wtx/internal/fsx"
+	"github.com/wtx-dev/wtx/internal/state"
+	"github.com/wtx-dev/wtx/internal/tree"
+)
+
+// ApplyResult reports an apply.
+type ApplyResult struct {
+	// OpID names the op that was recorded; "" when nothing was written.
+	OpID string
+	// Changes are the selected changes (including those already in place).
+	Changes []Change
+	// Written lists the paths this apply changed, sorted.
+	Written []string
+	// AlreadyApplied lists selected paths that already held their staged
+	// state, and so were left alone.
+	AlreadyApplied []string
+	// ChangesetDigest and Counts describe the selection.
+	ChangesetDigest string
+	Counts          Counts
+	// DryRun is set when nothing was written on purpose.
+	DryRun bool
+	// Settled is set when the stage's whole change set has now landed.
+	Settled bool
+	// Receipt is the apply's receipt (nil for a dry run).
+	Receipt *Receipt
+}
+
+// tempPrefix starts the name of every temporary file wtx makes in a
+// workspace directory while it applies.
+const tempPrefix = ".wtx-tmp-"
+
+// Apply folds the selected part of the change set onto the workspace, all
+// or nothing. The checks run in this order, and the first that fails refuses
+// the whole apply with nothing written: the stage's state
+// (refusal.dropped), the selection's boundary (refusal.boundary), the
+// review digest (refusal.changed-since-review), special files
+// (precondition.special-file), protected selectors (refusal.protected),
+// staged files sharing an inode with the workspace (refusal.boundary), and
+// every selected path against the base (refusal.target-changed, or
+// refusal.boundary when a symlink stands in the way). Paths that already
+// hold their staged state are left alone, so applying again is a no-op.
+func (s *Stage) Apply(ctx context.Context, opts ApplyOptions) (res *ApplyResult, err error) {
+	if _, err := parsePaths(opts.Paths); err != nil {
+		return nil, err
+	}
+	if s.row.State == StateDropped {
+		return nil, s.checkUsable()
+	}
+	if s.row.State == StateApplied {
+		return &ApplyResult{ChangesetDigest: tree.ChangesetDigest(nil), Settled: true}, nil
+	}
+	unlock, err := s.ws.lock(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
+	// Another process may have settled or dropped the stage meanwhile.
+	if row, err := s.ws.db.GetStage(ctx, s.ID()); err == nil {
+		s.row = row
+		if row.State != StateOpen {
+			unlock()
+			return s.Apply(ctx, opts)
+		}
+	}
+	cs, err := s.Changes(ctx, opts.Paths)
+	if err != nil {
+		return nil, err
+	}
+	res = &ApplyResult{Changes: cs.Changes, ChangesetDigest: cs.Digest, Counts: cs.Counts, DryRun: opts.DryRun}
+	defer func() {
+		if err != nil && !opts.DryRun {
+			if e := AsError(err); e.ExitCode() == 2 {
+				s.ws.recordRefusal(ctx, s, cs, opts, e)
+			}
+		}
+	}()
+	if opts.Expect != "" && opts.Expect != cs.Digest {
+		return nil, &Error{Code: CodeChangedSinceReview,
+			Message: fmt.Sprintf("the selected change set of %s changed since it was reviewed (expected %s, now %s)", s.ID(), opts.Expect, cs.Digest),
+			Repairs: []Repair{{Action: "review", Detail: "look at the change set again", Command: "wtx diff " + s.ID()}}}
+	}
+	if len(cs.Special) > 0 {
+		return nil, &Error{Code: CodeSpecialFile,
+			Message: fmt.Sprintf("the stage holds %d FIFO, socket or device file(s), which wtx never applies: %v; remove them in the stage or leave them out with --path", len(cs.Special), cs.Special)}
+	}
+	for i := range cs.changes {
+		if err := fsx.ValidRel(cs.changes[i].Path); err != nil {
+			return nil, &Error{Code: CodeBoundary, Message: err.Error(),
+				Conflicts: []Conflict{{Path: cs.changes[i].Path, Kind: "boundary", Detail: err.Error()}}}
+		}
+	}
+	if !opts.Approve {
+		var prot []Conflict
+		for i := range cs.changes {
+			if s.protect.Match(cs.changes[i].Path) {
+				prot = append(prot, Conflict{Path: cs.changes[i].Path, Kind: "protected"})
+			}
+		}
+		if len(prot) > 0 {
+			return nil, &Error{Code: CodeProtected,
+				Message:   fmt.Sprintf("%d path(s) of %s are protected; apply with --approve to write them", len(prot), s.ID()),
+				Conflicts: prot,
+				Repairs:   []Repair{{Action: "approve", Detail: "apply the protected paths too", Command: "wtx apply " + s.ID() + " --approve"}}}
+		}
+	}
+	if len(cs.changes) == 0 {
+		return res, nil
+	}
+	root, err := fsx.OpenRoot(s.ws.path)
+	if err != nil {
+		return nil, AsError(err)
+	}
+	defer root.Close()
+	a := &applier{ws: s.ws, root: root, base: cs.base, ident: map[string]fsx.Stat{}}
+	if err := a.payloads(ctx, s, cs.changes); err != nil {
+		return nil, err
+	}
+	todo, already, conflicts, err := a.check(ctx, cs.changes)
+	if err != nil {
+		return nil, err
+	}
+	if len(conflicts) > 0 {
+		return nil, conflictError(s, conflicts)
+	}
+	for _, c := range already {
+		res.AlreadyApplied = append(res.AlreadyApplied, c.Path)
+	}
+	for _, c := range todo {
+		res.Written = append(res.Written, c.Path)
+	}
+	if opts.DryRun || len(todo) == 0 {
+		if len(todo) == 0 && !opts.DryRun {
+			if err := s.advanceBase(ctx, cs, already); err != nil {
+				return nil, err
+			}
+			res.Settled = s.row.State == StateApplied
+		}
+		return res, nil
+	}
+	opID := newID("op", s.ws.now())
+	if err := a.execute(ctx, tree.Plan(todo)); err != nil {
+		return nil, err
+	}
+	if err := s.advanceBase(ctx, cs, append(todo, already...)); err != nil {
+		return nil, err
+	}
+	res.OpID = opID
+	res.Settled = s.row.State == StateApplied
+	rc, err := s.ws.recordApply(ctx, s, opID, cs, opts, res)
+	if err != nil {
+		return nil, err
+	}
+	res.Receipt = rc
+	return res, nil
+}
+
+func conflictError(s *Stage, conflicts []Conflict) *Error {
+	code := CodeTargetChanged
+	for _, c := range conflicts {
+		if c.Kind == "symlink" || c.Kind == "shared-inode" || c.Kind == "boundary" {
+			code = CodeBoundary
+		}
+	}
+	msg := fmt.Sprintf("%d path(s) changed outside %s since it opened; first: %s (%s)", len(conflicts), s.ID(), conflicts[0].Path, conflicts[0].Kind)
+	if code == CodeBoundary {
+		msg = fmt.Sprintf("apply of %s would leave the workspace or write through a link: %s (%s)", s.ID(), conflicts[0].Path, conflicts[0].Kind)
+	}
+	return &Error{Code: code, Message: msg, Conflicts: conflicts,
+		Repairs: []Repair{
+			{Action: "select", Detail: "apply only the paths that did not change outside", Command: "wtx apply " + s.ID() + " --path PATH"},
+			{Action: "restage", Detail: "drop this stage and run the command again on the current workspace", Command: "wtx drop " + s.ID()},
+		}}
+}
+
+// applier carries one apply's state.
+type applier struct {
+	ws   *Workspace
+	root *fsx.Root
+	base *tree.Manifest
+	// ident holds, per path, the workspace object the check phase saw: the
+	// execute phase verifies it is the one it displaces.
+	ident map[string]fsx.Stat
+	trash []trashItem
+	// readOnly makes the check phase hash instead of storing pre-images,
+	// and trust a stat tuple that proves a file unchanged (status).
+	readOnly bool
+}
+
+type trashItem struct {
+	dir, name string
+	live      bool
+}
+
+// payloads copies every staged file to be written into the blob store, so
+// that what lands is exactly what was scanned, and checks that no staged
+// file shares an inode with its workspace file.
+func (a *applier) payloads(ctx context.Context, s *Stage, cs []tree.Change) error {
+	v, err := s.view(ctx)
+	if err != nil {
+		return err
+	}
+	defer v.Close()
+	for i := range cs {
+		c := &cs[i]
+		if c.New == nil || c.New.Type != tree.File {
+			continue
+		}
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		f, err := v.OpenFile(c.Path)
+		if err != nil {
+			return stagingError(fmt.Errorf("read staged %s: %w", c.Path, err))
+		}
+		fi, err := f.Stat()
+		if err == nil {
+			if cur, lerr := a.root.Lstat(c.Path); lerr == nil && sameInode(fi, cur) {
+				f.Close()
+				return conflictError(s, []Conflict{{Path: c.Path, Kind: "shared-inode",
+					Detail: "the staged file is the workspace file itself (same inode); applying it would be meaningless and writing it was never staged"}})
+			}
+		}
+		d, _, perr := a.ws.blobs.Put(ctx, f)
+		f.Close()
+		if err = errors.Join(err, perr); err != nil {
+			return AsError(fmt.Errorf("store staged %s: %w", c.Path, err))
+		}
+		if string(d) != c.New.Digest {
+			return &Error{Code: CodeUnstable, Message: fmt.Sprintf("staged file %s changed while it was applied; run the apply again", c.Path)}
+		}
+	}
+	return nil
+}
+
+// check compares every selected path with the base and splits the changes
+// into those to write, those already in place, and conflicts. Pre-images of
+// files to be replaced or removed are stored as blobs on the way.
+func (a *applier) check(ctx context.Context, cs []tree.Change) (todo, already []tree.Change, conflicts []Conflict, err error) {
+	selected := make(map[string]*tree.Change, len(cs))
+	for i := range cs {
+		selected[cs[i].Path] = &cs[i]
+	}
+	for i := range cs {
+		c := cs[i]
+		if err := ctx.Err(); err != nil {
+			return nil, nil, nil, err
+		}
+		cur, found, cerr := a.current(ctx, c.Path, selected)
+		if cerr != nil {
+			var cf *Conflict
+			if errors.As(cerr, &cf) {
+				conflicts = append(conflicts, *cf)
+				continue
+			}
+			return nil, nil, nil, cerr
+		}
+		switch {
+		case matches(cur, found, c.Old):
+			if c.Old != nil && c.Old.Type == tree.Dir && (c.New == nil || c.New.Type != tree.Dir) {
+				if cf := a.checkEmptied(c.Path, selected); cf != nil {
+					conflicts = append(conflicts, *cf)
+					continue
+				}
+			}
+			todo = append(todo, c)
+		case matches(cur, found, c.New):
+			already = append(already, c)
+		default:
+			conflicts = append(conflicts, describeConflict(c, cur, found))
+		}
+	}
+	return todo, already, conflicts, nil
+}
+
+// current reads what the workspace holds at rel now. Files are read into
+// the blob store (their digest is the content check); directories that
+// cannot be opened without following a symlink give a conflict.
+func (a *applier) current(ctx context.Context, rel string, selected map[string]*tree.Change) (*tree.Entry, bool, error) {
+	d, err := a.root.OpenDir(tree.Parent(rel))
+	if err != nil {
+		switch {
+		case errors.Is(err, fsx.ErrSymlink):
+			return nil, false, &Conflict{Path: rel, Kind: "symlink", Detail: "a directory above it is now a symlink"}
+		case errors.Is(err, fsx.ErrCrossDevice):
+			return nil, false, &Conflict{Path: rel, Kind: "boundary", Detail: "a directory above it is now a mount point"}
+		case errors.Is(err, fs.ErrNotExist):
+			if created(tree.Parent(rel), selected) {
+				return nil, false, nil
+			}
+			return nil, false, &Conflict{Path: rel, Kind: "deleted", Detail: "its directory was removed outside the stage"}
+		case errors.Is(err, fsx.ErrNotDir), errors.Is(err, syscall.ENOTDIR):
+			if created(tree.Parent(rel), selected) {
+				return nil, false, nil
+			}
+			return nil, false, &Conflict{Path: rel, Kind: "type-changed", Detail: "a directory above it is no longer a directory"}
+		}
+		return nil, false, AsError(err)
+	}
+	defer d.Close()
+	name := tree.Base(rel)
+	st, err := d.Lstat(name)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, false, nil
+	}
+	if err != nil {
+		return nil, false, AsError(err)
+	}
+	a.ident[rel] = st
+	e := &tree.Entry{Path: rel, Type: tree.TypeOf(st.Mode), Size: st.Size}
+	switch e.Type {
+	case tree.File:
+		e.Perm = uint32(st.Mode.Perm())
+		if b := a.base.Lookup(rel); a.readOnly && b != nil && b.Type == tree.File && !a.base.WSRacy(b) &&
+			b.WS == (tree.Stat{Ino: st.Ino, Dev: st.Dev, Size: st.Size, Mtime: st.Mtime, Ctime: st.Ctime}) {
+			e.Digest = b.Digest
+			break
+		}
+		f, err := d.OpenFile(name)
+		if err != nil {
+			return nil, false, AsError(err)
+		}
+		var dg blob.Digest
+		var n int64
+		if a.readOnly {
+			h := blob.NewHasher()
+			n, err = io.Copy(h, f)
+			dg = h.Digest()
+		} else {
+			dg, n, err = a.ws.blobs.Put(ctx, f)
+		}
+		f.Close()
+		if err != nil {
+			return nil, false, AsError(fmt.Errorf("store pre-image of %s: %w", rel, err))
+		}
+		if n != st.Size {
+			return nil, false, &Conflict{Path: rel, Kind: "modified", Detail: "it is being written right now"}
+		}
+		e.Digest = string(dg)
+	case tree.Dir:
+		e.Perm = uint32(st.Mode.Perm())
+	case tree.Symlink:
+		t, err := d.Readlink(name)
+		if err != nil {
+			return nil, false, AsError(err)
+		}
+		e.Target = t
+	}
+	return e, true, nil
+}
+
+// created reports whether dir is made by this apply (an added directory or
+// a path that becomes one).
+func created(dir string, selected map[string]*tree.Change) bool {
+	for p := dir; p != "."; p = tree.Parent(p) {
+		if c, ok := selected[p]; ok && c.New != nil && c.New.Type == tree.Dir && (c.Old == nil || c.Old.Type != tree.Dir) {
+			return true
+		}
+	}
+	return false
+}
+
+// matches reports whether the workspace's current state equals e (nil: absent).
+func matches(cur *tree.Entry, found bool, e *tree.Entry) bool {
+	if e == nil {
+		return !found
+	}
+	return found && tree.SameContent(cur, e)
+}
+
+// checkEmptied refuses the removal of a directory that holds anything the
+// base did not have (or that is not removed by this apply).
+func (a *applier) checkEmptied(dir string, selected map[string]*tree.Change) *Conflict {
+	d, err := a.root.OpenDir(dir)
+	if err != nil {
+		return &Conflict{Path: dir, Kind: "type-changed", Detail: err.Error()}
+	}
+	defer d.Close()
+	names, err := d.ReadDir()
+	if err != nil {
+		return &Conflict{Path: dir, Kind: "modified", Detail: err.Error()}
+	}
+	for _, n := range names {
+		p := dir + "/" + n
+		c, ok := selected[p]
+		if !ok || c.Old == nil || (c.New != nil && c.New.Type == c.Old.Type) {
+			return &Conflict{Path: p, Kind: "added-inside-deleted-dir",
+				Detail: fmt.Sprintf("the stage deletes %s but %s is in it and was not there when the stage opened (or is not part of the stage)", dir, p)}
+		}
+	}
+	return nil
+}
+
+func describeConflict(c tree.Change, cur *tree.Entry, found bool) Conflict {
+	cf := Conflict{Path: c.Path, Base: sideDigest(c.Old), Current: "absent"}
+	if found {
+		cf.Current = sideDigest(cur)
+	}
+	switch {
+	case c.Old == nil:
+		cf.Kind = "created"
+	case !found:
+		cf.Kind = "deleted"
+	case cur.Type != c.Old.Type:
+		cf.Kind = "type-changed"
+	default:
+		cf.Kind = "modified"
+	}
+	return cf
+}
+
+func sideDigest(e *tree.Entry) string {
+	if e == nil {
+		return "absent"
+	}
+	switch e.Type {
+	case tree.File:
+		return e.Digest
+	case tree.Symlink:
+		return "symlink:" + e.Target
+	case tree.Dir:
+		return fmt.Sprintf("dir:%04o", e.Perm)
+	}
+	return e.Type.String()
+}
+
+// execute runs the plan. On any failure it undoes what it did, newest
+// first, and returns the error.
+func (a *applier) execute(ctx context.Context, steps []tree.Step) (err error) {
+	var undo []func() error
+	touched := map[string]bool{}
+	defer func() {
+		if err == nil {
+			return
+		}
+		var uerrs []error
+		for i := len(undo) - 1; i >= 0; i-- {
+			if uerr := undo[i](); uerr != nil {
+				uerrs = append(uerrs, uerr)
+			}
+		}
+		if len(uerrs) > 0 {
+			err = &Error{Code: CodeInternal,
+				Message: fmt.Sprintf("apply failed (%v) and could not be fully undone: %v", err, errors.Join(uerrs...))}
+		}
+	}()
+	for _, st := range steps {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		u, err := a.step(st)
+		if err != nil {
+			var cf *Conflict
+			if errors.As(err, &cf) {
+				return &Error{Code: CodeTargetChanged,
+					Message:   fmt.Sprintf("%s changed outside the stage while it was applied (%s); nothing was written", cf.Path, cf.Kind),
+					Conflicts: []Conflict{*cf}}
+			}
+			return AsError(fmt.Errorf("apply %s %s: %w", st.Kind, st.Path, err))
+		}
+		if u != nil {
+			undo = append(undo, u)
+		}
+		touched[tree.Parent(st.Path)] = true
+		if st.Kind == tree.StepMkdir {
+			touched[st.Path] = true
+		}
+	}
+	// Barrier: every touched directory is synced before success is told.
+	dirs := make([]string, 0, len(touched))
+	for d := range touched {
+		dirs = append(dirs, d)
+	}
+	sort.Strings(dirs)
+	for _, rel := range dirs {
+		d, err := a.root.OpenDir(rel)
+		if err != nil {
+			return AsError(fmt.Errorf("sync %s: %w", rel, err))
+		}
+		err = d.Sync()
+		d.Close()
+		if err != nil {
+			return AsError(fmt.Errorf("sync %s: %w", rel, err))
+		}
+	}
+	// Committed: the displaced pre-images (kept in the blob store) go.
+	for _, t := range a.trash {
+		if !t.live {
+			continue
+		}
+		if d, err := a.root.OpenDir(t.dir); err == nil {
+			if st, err := d.Lstat(t.name); err == nil && st.Mode.IsDir() {
+				d.Rmdir(t.name)
+			} else {
+				d.Unlink(t.name)
+			}
+			d.Sync()
+			d.Close()
+		}
+	}
+	return nil
+}
+
+func tempName() string {
+	var b [8]byte
+	rand.Read(b[:])
+	return tempPrefix + hex.EncodeToString(b[:])
+}
+
+// sameObject reports whether st is the object the check phase saw at rel.
+func (a *applier) sameObject(rel string, st fsx.Stat) bool {
+	want, ok := a.ident[rel]
+	if !ok {
+		return false
+	}
+	if want.Ino != st.Ino || want.Mode.Type() != st.Mode.Type() {
+		return false
+	}
+	if st.Mode.IsRegular() {
+		return want.Size == st.Size && want.Mtime == st.Mtime
+	}
+	return true
+}
+
+// step performs one plan step and returns how to undo it.
+func (a *applier) step(st tree.Step) (func() error, error) {
+	d, err := a.root.OpenDir(tree.Parent(st.Path))
+	if err != nil {
+		if errors.Is(err, fsx.ErrSymlink) {
+			return nil, &Conflict{Path: st.Path, Kind: "symlink", Detail: "a directory above it became a symlink"}
+		}
+		return nil, err
+	}
+	name := tree.Base(st.Path)
+	closeD := true
+	defer func() {
+		if closeD {
+			d.Close()
+		}
+	}()
+	keep := func() { closeD = false } // the undo closure owns d now
+	switch st.Kind {
+	case tree.StepRemove, tree.StepRmdir:
+		cur, err := d.Lstat(name)
+		if err != nil {
+			return nil, &Conflict{Path: st.Path, Kind: "deleted"}
+		}
+		if !a.sameObject(st.Path, cur) {
+			return nil, &Conflict{Path: st.Path, Kind: "modified"}
+		}
+		if st.Kind == tree.StepRmdir {
+			if err := d.Rmdir(name); err != nil {
+				if errors.Is(err, syscall.ENOTEMPTY) || errors.Is(err, fs.ErrExist) {
+					return nil, &Conflict{Path: st.Path, Kind: "added-inside-deleted-dir"}
+				}
+				return nil, err
+			}
+			keep()
+			perm := fs.FileMode(st.Old.Perm)
+			return func() error { defer d.Close(); return d.Mkdir(name, perm) }, nil
+		}
+		tmp := tempName()
+		if err := d.RenameNoReplace(name, d, tmp); err != nil {
+			return nil, err
+		}
+		moved, err := d.Lstat(tmp)
+		if err != nil || !a.sameObject(st.Path, moved) {
+			d.RenameNoReplace(tmp, d, name)
+			return nil, &Conflict{Path: st.Path, Kind: "modified"}
+		}
+		item := len(a.trash)
+		a.trash = append(a.trash, trashItem{dir: tree.Parent(st.Path), name: tmp, live: true})
+		keep()
+		return func() error {
+			defer d.Close()
+			a.trash[item].live = false
+			return d.RenameNoReplace(tmp, d, name)
+		}, nil
+	case tree.StepMkdir:
+		if err := d.Mkdir(name, 0o700); err != nil {
+			if errors.Is(err, fs.ErrExist) {
+				return nil, &Conflict{Path: st.Path, Kind: "created"}
+			}
+			return nil, err
+		}
+		keep()
+		return func() error { defer d.Close(); return d.Rmdir(name) }, nil
+	case tree.StepWrite, tree.StepSymlink:
+		tmp, err := a.makeTemp(d, st)
+		if err != nil {
+			return nil, err
+		}
+		if st.Old == nil {
+			if err := d.RenameNoReplace(tmp, d, name); err != nil {
+				d.Unlink(tmp)
+				if errors.Is(err, fs.ErrExist) {
+					return nil, &Conflict{Path: st.Path, Kind: "created"}
+				}
+				return nil, err
+			}
+			keep()
+			return func() error {
+				defer d.Close()
+				return d.Unlink(name)
+			}, nil
+		}
+		if err := d.Exchange(tmp, d, name); err != nil {
+			d.Unlink(tmp)
+			if errors.Is(err, fs.ErrNotExist) {
+				return nil, &Conflict{Path: st.Path, Kind: "deleted"}
+			}
+			return nil, err
+		}
+		displaced, err := d.Lstat(tmp)
+		if err != nil || !a.sameObject(st.Path, displaced) {
+			// Someone replaced the file between check and swap: put their
+			// version back and give up.
+			d.Exchange(tmp, d, name)
+			d.Unlink(tmp)
+			return nil, &Conflict{Path: st.Path, Kind: "modified", Detail: "changed while the apply ran"}
+		}
+		item := len(a.trash)
+		a.trash = append(a.trash, trashItem{dir: tree.Parent(st.Path), name: tmp, live: true})
+		keep()
+		return func() error {
+			defer d.Close()
+			a.trash[item].live = false
+			if err := d.Exchange(tmp, d, name); err != nil {
+				return err
+			}
+			return d.Unlink(tmp)
+		}, nil
+	case tree.StepChmod:
+		cur, err := d.Lstat(name)
+		if err != nil || !a.sameObject(st.Path, cur) {
+			return nil, &Conflict{Path: st.Path, Kind: "modified"}
+		}
+		if err := d.Chmod(name, fs.FileMode(st.New.Perm)); err != nil {
+			return nil, err
+		}
+		keep()
+		old := fs.FileMode(st.Old.Perm)
+		return func() error { defer d.Close(); return d.Chmod(name, old) }, nil
+	case tree.StepDirPerm:
+		cur, err := d.Lstat(name)
+		if err != nil || !cur.Mode.IsDir() {
+			return nil, &Conflict{Path: st.Path, Kind: "type-changed"}
+		}
+		if err := d.Chmod(name, fs.FileMode(st.New.Perm)); err != nil {
+			return nil, err
+		}
+		keep()
+		old := cur.Mode.Perm()
+		return func() error { defer d.Close(); return d.Chmod(name, old) }, nil
+	}
+	return nil, fmt.Errorf("unknown step %v", st.Kind)
+}
+
+// makeTemp writes the new content of st (a file's blob or a symlink) under
+// a fresh temporary name in d, durably, and returns the name.
+func (a *applier) makeTemp(d *fsx.Dir, st tree.Step) (string, error) {
+	if st.Kind == tree.StepSymlink {
+		tmp := tempName()
+		if err := d.Symlink(st.New.Target, tmp); err != nil {
+			return "", err
+		}
+		return tmp, nil
+	}
+	src, err := a.ws.blobs.Open(blob.Digest(st.New.Digest))
+	if err != nil {
+		return "", err
+	}
+	defer src.Close()
+	f, tmp, err := d.CreateTemp(tempPrefix)
+	if err != nil {
+		return "", err
+	}
+	_, err = io.Copy(f, src)
+	if err == nil {
+		err = f.Chmod(fs.FileMode(st.New.Perm))
+	}
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		d.Unlink(tmp)
+		return "", err
+	}
+	return tmp, nil
+}
+
+// advanceBase moves the stage's base forward over the applied changes, so
+// that they leave the change set, and settles the stage when nothing is
+// left.
+func (s *Stage) advanceBase(ctx context.Context, cs *ChangeSet, applied []tree.Change) error {
+	m := cs.base
+	byPath := make(map[string]*tree.Change, len(applied))
+	for i := range applied {
+		byPath[applied[i].Path] = &applied[i]
+	}
+	root, err := fsx.OpenRoot(s.ws.path)
+	if err != nil {
+		return AsError(err)
+	}
+	defer root.Close()
+	next := make([]tree.Entry, 0, len(m.Entries)+len(applied))
+	for _, e := range m.Entries {
+		if _, ok := byPath[e.Path]; !ok {
+			next = append(next, e)
+		}
+	}
+	for _, c := range byPath {
+		if c.New == nil {
+			continue
+		}
+		e := *c.New
+		if st, err := root.Lstat(c.Path); err == nil {
+			e.WS = tree.Stat{Ino: st.Ino, Dev: st.Dev, Size: st.Size, Mtime: st.Mtime, Ctime: st.Ctime}
+		}
+		next = append(next, e)
+	}
+	tree.SortEntries(next)
+	nm := &tree.Manifest{Fence: m.Fence, ViewFence: m.ViewFence, Entries: next}
+	if err := writeManifest(s.ws.stageDir(s.ID()), nm); err != nil {
+		return AsError(err)
+	}
+	cs.base = nm
+	if len(tree.Compare(nm.Entries, cs.view)) == 0 {
+		s.row.State = StateApplied
+	}
+	s.row.UpdatedAt = s.ws.now().UTC()
+	if err := s.ws.db.UpdateStage(ctx, s.row); err != nil {
+		return AsError(err)
+	}
+	return nil
+}
+
+// opBody is what the ops table keeps about an apply.
+type opBody struct {
+	Stage           string   `json:"stage"`
+	Paths           []string `json:"paths,omitempty"`
+	Written         []string `json:"written"`
+	ChangesetDigest string   `json:"changeset_digest"`
+	Changes         []Change `json:"changes"`
+}
+
+func (w *Workspace) insertOp(ctx context.Context, s *Stage, opID string, cs *ChangeSet, opts ApplyOptions, res *ApplyResult) error {
+	body, err := json.Marshal(opBody{Stage: s.ID(), Paths: opts.Paths, Written: res.Written, ChangesetDigest: cs.Digest, Changes: cs.Changes})
+	if err != nil {
+		return AsError(err)
+	}
+	if err := w.db.InsertOp(ctx, state.Op{ID: opID, WorkspaceID: w.id, StageID: s.ID(), Kind: "apply", State: "committed", Body: body, CreatedAt: w.now().UTC()}); err != nil {
+		return AsError(err)
+	}
+	return nil
+}
+
+func sameInode(fi os.FileInfo, st fsx.Stat) bool {
+	ino, dev, ok := inodeOf(fi)
+	return ok && ino == st.Ino && dev == st.Dev
+}

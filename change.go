@@ -1,0 +1,187 @@
+package wtx
+
+import (
+	"context"
+	"fmt"
+	"sort"
+
+	"github.com/wtx-dev/wtx/internal/tree"
+)
+
+// Side is one side of a change: what a path held.
+type Side struct {
+	Type   string `json:"type"`
+	Mode   string `json:"mode,omitempty"`
+	Size   int64  `json:"size"`
+	Digest string `json:"digest,omitempty"`
+	Target string `json:"target,omitempty"`
+}
+
+// Change is one path of a change set, as shown by status, diff and apply.
+// A deleted path has no top-level type, mode or digest, only Before.
+type Change struct {
+	Path   string `json:"path"`
+	Action string `json:"action"`
+	Type   string `json:"type,omitempty"`
+	Mode   string `json:"mode,omitempty"`
+	Size   *int64 `json:"size,omitempty"`
+	Digest string `json:"digest,omitempty"`
+	Target string `json:"target,omitempty"`
+	Before *Side  `json:"before,omitempty"`
+}
+
+// Counts tallies a change set.
+type Counts = tree.Counts
+
+func sideOf(e *tree.Entry) Side {
+	s := Side{Type: e.Type.String(), Size: e.Size}
+	switch e.Type {
+	case tree.File:
+		s.Mode, s.Digest = e.ModeString(), e.Digest
+	case tree.Dir:
+		s.Mode, s.Size = e.ModeString(), 0
+	case tree.Symlink:
+		s.Target = e.Target
+	}
+	return s
+}
+
+func publicChange(c *tree.Change) Change {
+	out := Change{Path: c.Path, Action: c.Action.String()}
+	if c.New != nil {
+		s := sideOf(c.New)
+		size := s.Size
+		out.Type, out.Mode, out.Size, out.Digest, out.Target = s.Type, s.Mode, &size, s.Digest, s.Target
+	}
+	if c.Old != nil {
+		b := sideOf(c.Old)
+		out.Before = &b
+	}
+	return out
+}
+
+func publicChanges(cs []tree.Change) []Change {
+	out := make([]Change, len(cs))
+	for i := range cs {
+		out[i] = publicChange(&cs[i])
+	}
+	return out
+}
+
+// ChangeSet is a stage's change set, or the part of it a selection picks.
+type ChangeSet struct {
+	// Changes, sorted by path.
+	Changes []Change
+	// Digest binds an apply to this exact selection (apply --expect).
+	Digest string
+	// Counts of Changes by action.
+	Counts Counts
+	// Special lists paths in the view that hold FIFOs, sockets or devices,
+	// which are never applied.
+	Special []string
+
+	changes []tree.Change
+	base    *tree.Manifest
+	view    []tree.Entry
+}
+
+// Changes computes the stage's change set (restricted to paths, selectors,
+// when given) by scanning its view.
+func (s *Stage) Changes(ctx context.Context, paths []string) (*ChangeSet, error) {
+	sels, err := parsePaths(paths)
+	if err != nil {
+		return nil, err
+	}
+	if s.row.State == StateDropped {
+		return nil, s.checkUsable()
+	}
+	m, err := s.manifest()
+	if err != nil {
+		return nil, err
+	}
+	if s.row.State == StateApplied {
+		return newChangeSet(nil, m, nil, nil), nil
+	}
+	v, err := s.view(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer v.Close()
+	entries, err := v.Scan(ctx, m, s.exclude)
+	if err != nil {
+		return nil, stagingError(err)
+	}
+	var special []string
+	for i := range entries {
+		if entries[i].Type == tree.Special {
+			if b := m.Lookup(entries[i].Path); b == nil || b.Type != tree.Special {
+				if len(sels) == 0 || sels.Match(entries[i].Path) {
+					special = append(special, entries[i].Path)
+				}
+			}
+		}
+	}
+	all := tree.Compare(m.Entries, entries)
+	return newChangeSet(tree.Select(all, sels), m, entries, special), nil
+}
+
+func newChangeSet(cs []tree.Change, m *tree.Manifest, view []tree.Entry, special []string) *ChangeSet {
+	sort.Strings(special)
+	return &ChangeSet{
+		Changes: publicChanges(cs),
+		Digest:  tree.ChangesetDigest(cs),
+		Counts:  tree.Count(cs),
+		Special: special,
+		changes: cs,
+		base:    m,
+		view:    view,
+	}
+}
+
+// parsePaths turns --path arguments into selectors, refusing any that would
+// leave the workspace.
+func parsePaths(paths []string) (tree.Selectors, error) {
+	var sels tree.Selectors
+	for _, p := range paths {
+		sel, err := tree.ParseSelector(p)
+		if err != nil {
+			code := CodeUsage
+			if len(p) > 0 && (p[0] == '/' || containsDotDot(p) || containsNUL(p)) {
+				code = CodeBoundary
+			}
+			return nil, &Error{Code: code, Message: fmt.Sprintf("--path %q: %v", p, err)}
+		}
+		sels = append(sels, sel)
+	}
+	return sels, nil
+}
+
+func containsNUL(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] == 0 {
+			return true
+		}
+	}
+	return false
+}
+
+func containsDotDot(p string) bool {
+	for _, c := range splitSlash(p) {
+		if c == ".." {
+			return true
+		}
+	}
+	return false
+}
+
+func splitSlash(p string) []string {
+	var out []string
+	start := 0
+	for i := 0; i <= len(p); i++ {
+		if i == len(p) || p[i] == '/' {
+			out = append(out, p[start:i])
+			start = i + 1
+		}
+	}
+	return out
+}

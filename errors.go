@@ -1,0 +1,159 @@
+package wtx
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"strings"
+	"syscall"
+)
+
+// Error codes, as in the JSON "error.code" field. The part before the dot is
+// the class: usage and precondition errors, not-found, refusals (nothing was
+// changed), I/O errors and internal errors.
+const (
+	CodeUsage                = "usage.invalid"
+	CodeNotDir               = "precondition.not-a-directory"
+	CodeWorkspaceMissing     = "precondition.workspace-missing"
+	CodeWorkspaceForbidden   = "precondition.workspace-forbidden"
+	CodeStateInWorkspace     = "precondition.state-in-workspace"
+	CodeSpecialFile          = "precondition.special-file"
+	CodeUnstable             = "precondition.file-changed-while-read"
+	CodeUnsupported          = "precondition.unsupported"
+	CodeStageSettled         = "precondition.stage-settled"
+	CodeMountPoint           = "precondition.mount-point"
+	CodeAmbiguousStage       = "usage.ambiguous-stage"
+	CodeNameTaken            = "usage.name-taken"
+	CodeStageNotFound        = "not-found.stage"
+	CodeOpNotFound           = "not-found.op"
+	CodeCommandNotFound      = "not-found.command"
+	CodeNoStage              = "not-found.no-open-stage"
+	CodeTargetChanged        = "refusal.target-changed"
+	CodeStaleRead            = "refusal.stale-read"
+	CodeProtected            = "refusal.protected"
+	CodeBoundary             = "refusal.boundary"
+	CodeDropped              = "refusal.dropped"
+	CodeChangedSinceReview   = "refusal.changed-since-review"
+	CodeInterruptedApply     = "refusal.interrupted-apply"
+	CodeLocked               = "refusal.locked"
+	CodeNoSpace              = "io.no-space"
+	CodePermission           = "io.permission"
+	CodeReadOnly             = "io.read-only"
+	CodeIO                   = "io.error"
+	CodeInternal             = "internal"
+	CodeCommandNotExecutable = "precondition.command-not-executable"
+)
+
+// Sentinel errors that callers branch on. Every *Error wraps the sentinel of
+// its class, so errors.Is(err, ErrRefused) tells a refusal.
+var (
+	ErrUsage        = errors.New("usage")
+	ErrPrecondition = errors.New("precondition")
+	ErrNotFound     = errors.New("not found")
+	ErrRefused      = errors.New("refused")
+	ErrIO           = errors.New("i/o error")
+	ErrInternal     = errors.New("internal error")
+)
+
+// Repair is a way out of a refusal, with a command a person can run.
+type Repair struct {
+	Action  string `json:"action"`
+	Detail  string `json:"detail"`
+	Command string `json:"command,omitempty"`
+}
+
+// Conflict is one path that blocks an apply.
+type Conflict struct {
+	Path    string `json:"path"`
+	Kind    string `json:"kind"`              // what happened outside: "modified", "created", "deleted", "type-changed", "added-inside-deleted-dir", "symlink", "protected", "shared-inode", "special"
+	Base    string `json:"base,omitempty"`    // digest (or "absent") the stage expected
+	Current string `json:"current,omitempty"` // digest (or "absent") found now
+	Detail  string `json:"detail,omitempty"`
+}
+
+// Error is the error type of the wtx API. Code is one of the Code constants.
+type Error struct {
+	Code      string
+	Message   string
+	Repairs   []Repair
+	Conflicts []Conflict
+	Err       error // the cause, if any
+}
+
+func (e *Error) Error() string {
+	if e.Err != nil && e.Message == "" {
+		return e.Err.Error()
+	}
+	return e.Message
+}
+
+// Unwrap returns the class sentinel and the cause.
+func (e *Error) Unwrap() []error {
+	errs := []error{classSentinel(e.Code)}
+	if e.Err != nil {
+		errs = append(errs, e.Err)
+	}
+	return errs
+}
+
+// ExitCode is the process exit status the CLI uses for the error: 2 for a
+// refusal, 1 otherwise.
+func (e *Error) ExitCode() int {
+	if strings.HasPrefix(e.Code, "refusal.") {
+		return 2
+	}
+	return 1
+}
+
+func classSentinel(code string) error {
+	class, _, _ := strings.Cut(code, ".")
+	switch class {
+	case "usage":
+		return ErrUsage
+	case "precondition":
+		return ErrPrecondition
+	case "not-found":
+		return ErrNotFound
+	case "refusal":
+		return ErrRefused
+	case "io":
+		return ErrIO
+	}
+	return ErrInternal
+}
+
+func errorf(code, format string, args ...any) *Error {
+	return &Error{Code: code, Message: fmt.Sprintf(format, args...)}
+}
+
+// AsError converts any error into an *Error, classifying system errors
+// (disk full, permission, read-only filesystem) into io.* codes.
+func AsError(err error) *Error {
+	if err == nil {
+		return nil
+	}
+	var e *Error
+	if errors.As(err, &e) {
+		return e
+	}
+	code := CodeInternal
+	switch {
+	case errors.Is(err, syscall.ENOSPC), errors.Is(err, syscall.EDQUOT):
+		code = CodeNoSpace
+	case errors.Is(err, syscall.EROFS):
+		code = CodeReadOnly
+	case errors.Is(err, fs.ErrPermission):
+		code = CodePermission
+	case errors.Is(err, syscall.EIO):
+		code = CodeIO
+	default:
+		var pe *fs.PathError
+		if errors.As(err, &pe) {
+			code = CodeIO
+		}
+	}
+	return &Error{Code: code, Message: err.Error(), Err: err}
+}
+
+// Error makes a *Conflict usable as an error inside the apply engine.
+func (c *Conflict) Error() string { return c.Path + ": " + c.Kind }

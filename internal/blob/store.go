@@ -1,0 +1,344 @@
+package blob
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// ErrCorrupt is wrapped by errors from [Store.Verify] when an object's
+// content no longer hashes to its name.
+var ErrCorrupt = errors.New("corrupt object")
+
+const (
+	objectsDir = "objects"
+	tmpDir     = "tmp"
+	tmpPrefix  = "put-"
+
+	// dirPerm keeps stored contents private to the owner: objects are
+	// copies of workspace files, which may hold secrets.
+	dirPerm    = 0o700
+	objectPerm = 0o444
+)
+
+// A Store is a content-addressed, write-once object store in one directory.
+// See the package documentation for its layout and guarantees.
+type Store struct {
+	dir string
+}
+
+// Open returns the store in dir, creating dir and its objects and tmp
+// directories if they are missing.
+func Open(dir string) (*Store, error) {
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return nil, fmt.Errorf("open blob store %s: %w", dir, err)
+	}
+	for _, sub := range []string{objectsDir, tmpDir} {
+		if err := os.MkdirAll(filepath.Join(abs, sub), dirPerm); err != nil {
+			return nil, fmt.Errorf("open blob store %s: %w", abs, err)
+		}
+	}
+	return &Store{dir: abs}, nil
+}
+
+// Dir returns the store's directory as an absolute path.
+func (s *Store) Dir() string { return s.dir }
+
+// Path returns the file name of the object d, whether or not it is stored,
+// or "" if d is not valid.
+func (s *Store) Path(d Digest) string {
+	h := d.Hex()
+	if h == "" {
+		return ""
+	}
+	return filepath.Join(s.dir, objectsDir, h[:2], h[2:])
+}
+
+// path is Path for a digest that must be valid; op names the caller in the
+// error.
+func (s *Store) path(op string, d Digest) (string, error) {
+	p := s.Path(d)
+	if p == "" {
+		return "", fmt.Errorf("%s blob %q: %w", op, string(d), ErrInvalidDigest)
+	}
+	return p, nil
+}
+
+// Put reads r to its end and stores its bytes, returning their digest and
+// length. Once Put returns without error the object survives power loss.
+// Storing content that is already stored is cheap and leaves the existing
+// object in place.
+//
+// Put stops with ctx's error if ctx is done before r is exhausted; nothing
+// is stored then.
+func (s *Store) Put(ctx context.Context, r io.Reader) (d Digest, n int64, err error) {
+	if err := ctx.Err(); err != nil {
+		return "", 0, fmt.Errorf("put blob: %w", err)
+	}
+	f, err := s.createTemp()
+	if err != nil {
+		return "", 0, fmt.Errorf("put blob: %w", err)
+	}
+	tmp := f.Name()
+	defer func() {
+		if err != nil {
+			f.Close() // a second Close after a successful one is harmless
+			os.Remove(tmp)
+			err = fmt.Errorf("put blob %s: %w", tmp, err)
+		}
+	}()
+
+	h := NewHasher()
+	if n, err = io.Copy(io.MultiWriter(f, h), ctxReader{ctx: ctx, r: r}); err != nil {
+		return "", 0, err
+	}
+	if err = f.Chmod(objectPerm); err != nil {
+		return "", 0, err
+	}
+	// fsync, not fdatasync: the mode change must be durable too.
+	if err = f.Sync(); err != nil {
+		return "", 0, err
+	}
+	if err = f.Close(); err != nil {
+		return "", 0, err
+	}
+
+	d = h.Digest()
+	dst := s.Path(d)
+	prefixDir := filepath.Dir(dst)
+	if fi, statErr := os.Lstat(dst); statErr == nil && fi.Mode().IsRegular() && fi.Size() == n {
+		// Already stored. Sync its directory anyway: the writer that
+		// renamed it there may not have done so yet.
+		if err = syncDir(prefixDir); err != nil {
+			return "", 0, err
+		}
+		if err = os.Remove(tmp); err != nil {
+			return "", 0, err
+		}
+		return d, n, nil
+	}
+	if err = s.ensurePrefixDir(prefixDir); err != nil {
+		return "", 0, err
+	}
+	// A damaged object of the wrong size is replaced here as well.
+	if err = os.Rename(tmp, dst); err != nil {
+		return "", 0, err
+	}
+	if err = syncDir(prefixDir); err != nil {
+		return "", 0, err
+	}
+	return d, n, nil
+}
+
+// PutBytes stores b and returns its digest, like [Store.Put].
+func (s *Store) PutBytes(ctx context.Context, b []byte) (Digest, error) {
+	d, _, err := s.Put(ctx, bytes.NewReader(b))
+	return d, err
+}
+
+// createTemp creates a new temporary file in the tmp directory, re-creating
+// the directory if something removed it.
+func (s *Store) createTemp() (*os.File, error) {
+	dir := filepath.Join(s.dir, tmpDir)
+	f, err := os.CreateTemp(dir, tmpPrefix+"*")
+	if errors.Is(err, fs.ErrNotExist) {
+		if err := os.MkdirAll(dir, dirPerm); err != nil {
+			return nil, err
+		}
+		f, err = os.CreateTemp(dir, tmpPrefix+"*")
+	}
+	return f, err
+}
+
+// ensurePrefixDir creates the two-hex-digit directory dir if it is missing
+// and makes its entry in the objects directory durable.
+func (s *Store) ensurePrefixDir(dir string) error {
+	err := os.Mkdir(dir, dirPerm)
+	switch {
+	case errors.Is(err, fs.ErrExist):
+		return nil
+	case errors.Is(err, fs.ErrNotExist):
+		// The objects directory itself is gone; bring it back.
+		if err := os.MkdirAll(dir, dirPerm); err != nil {
+			return err
+		}
+		return syncDir(filepath.Dir(filepath.Dir(dir)))
+	case err != nil:
+		return err
+	}
+	return syncDir(filepath.Dir(dir))
+}
+
+// Has reports whether the object d is stored. It is false for an invalid d.
+func (s *Store) Has(d Digest) bool {
+	p := s.Path(d)
+	if p == "" {
+		return false
+	}
+	fi, err := os.Lstat(p)
+	return err == nil && fi.Mode().IsRegular()
+}
+
+// Open opens the object d for reading. If d is not stored, the error wraps
+// [fs.ErrNotExist]; if d is not valid, it wraps [ErrInvalidDigest].
+func (s *Store) Open(d Digest) (*os.File, error) {
+	p, err := s.path("open", d)
+	if err != nil {
+		return nil, err
+	}
+	f, err := os.Open(p)
+	if err != nil {
+		return nil, fmt.Errorf("open blob %s: %w", d, err)
+	}
+	return f, nil
+}
+
+// ReadAll returns the content of the object d. Errors are as for
+// [Store.Open].
+func (s *Store) ReadAll(d Digest) ([]byte, error) {
+	p, err := s.path("read", d)
+	if err != nil {
+		return nil, err
+	}
+	b, err := os.ReadFile(p)
+	if err != nil {
+		return nil, fmt.Errorf("read blob %s: %w", d, err)
+	}
+	return b, nil
+}
+
+// Verify re-reads the object d and returns an error wrapping [ErrCorrupt] if
+// its content no longer hashes to d. Other errors are as for [Store.Open].
+func (s *Store) Verify(d Digest) error {
+	f, err := s.Open(d)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	h := NewHasher()
+	if _, err := io.Copy(h, f); err != nil {
+		return fmt.Errorf("verify blob %s: %w", d, err)
+	}
+	if got := h.Digest(); got != d {
+		return fmt.Errorf("verify blob %s: content hashes to %s: %w", d, got, ErrCorrupt)
+	}
+	return nil
+}
+
+// Remove deletes the object d. If d is not stored, the error wraps
+// [fs.ErrNotExist]. The removal is not synced: after a crash the object may
+// be back, which is harmless for a content-addressed store.
+func (s *Store) Remove(d Digest) error {
+	p, err := s.path("remove", d)
+	if err != nil {
+		return err
+	}
+	if err := os.Remove(p); err != nil {
+		return fmt.Errorf("remove blob %s: %w", d, err)
+	}
+	return nil
+}
+
+// Walk calls fn for every stored object with its digest and size, in
+// lexical order of digest. Files in the objects directory that do not name a
+// valid object are skipped. Walk stops at the first error from fn, or when
+// ctx is done, and returns that error.
+func (s *Store) Walk(ctx context.Context, fn func(d Digest, size int64) error) error {
+	root := filepath.Join(s.dir, objectsDir)
+	prefixes, err := os.ReadDir(root)
+	if err != nil {
+		return fmt.Errorf("walk blobs %s: %w", root, err)
+	}
+	for _, p := range prefixes {
+		if !p.IsDir() || len(p.Name()) != 2 {
+			continue
+		}
+		dir := filepath.Join(root, p.Name())
+		entries, err := os.ReadDir(dir)
+		if err != nil {
+			return fmt.Errorf("walk blobs %s: %w", dir, err)
+		}
+		for _, e := range entries {
+			if err := ctx.Err(); err != nil {
+				return fmt.Errorf("walk blobs %s: %w", dir, err)
+			}
+			d := Digest(prefix + p.Name() + e.Name())
+			if !e.Type().IsRegular() || !d.Valid() {
+				continue
+			}
+			fi, err := e.Info()
+			if errors.Is(err, fs.ErrNotExist) {
+				continue // removed since the listing
+			}
+			if err != nil {
+				return fmt.Errorf("walk blobs %s: %w", dir, err)
+			}
+			if err := fn(d, fi.Size()); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// CleanTemp removes temporary files last modified before cutoff, left behind
+// by writers that crashed, and returns how many it removed. Pass a cutoff
+// well in the past so that writes still in progress are not disturbed.
+func (s *Store) CleanTemp(cutoff time.Time) (int, error) {
+	dir := filepath.Join(s.dir, tmpDir)
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return 0, fmt.Errorf("clean blob temp %s: %w", dir, err)
+	}
+	removed := 0
+	for _, e := range entries {
+		if !strings.HasPrefix(e.Name(), tmpPrefix) {
+			continue
+		}
+		fi, err := e.Info()
+		if err != nil || !fi.ModTime().Before(cutoff) {
+			continue
+		}
+		if err := os.Remove(filepath.Join(dir, e.Name())); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return removed, fmt.Errorf("clean blob temp %s: %w", dir, err)
+		}
+		removed++
+	}
+	return removed, nil
+}
+
+// ctxReader stops reading once its context is done.
+type ctxReader struct {
+	ctx context.Context
+	r   io.Reader
+}
+
+func (c ctxReader) Read(p []byte) (int, error) {
+	if err := c.ctx.Err(); err != nil {
+		return 0, err
+	}
+	return c.r.Read(p)
+}
+
+// syncDir makes the entries of the directory dir durable. File systems that
+// cannot sync a directory are tolerated.
+func syncDir(dir string) error {
+	f, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	err = f.Sync()
+	if errors.Is(err, syscall.EINVAL) || errors.Is(err, syscall.ENOTSUP) || errors.Is(err, errors.ErrUnsupported) {
+		err = nil
+	}
+	return errors.Join(err, f.Close())
+}

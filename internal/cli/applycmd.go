@@ -1,0 +1,154 @@
+package cli
+
+import (
+	"fmt"
+
+	"github.com/spf13/cobra"
+
+	"github.com/wtx-dev/wtx"
+)
+
+func newDiffCommand(g *globals) *cobra.Command {
+	var (
+		paths      []string
+		stat, ns   bool
+		binaryFlag bool
+	)
+	cmd := &cobra.Command{
+		Use:   "diff [T] [--path SEL]... [--stat | --name-status]",
+		Short: "Show a stage's change set as a git-style diff",
+		Long: `Show stage T's change set as a unified diff in git's format, which
+'git apply' accepts: new and deleted files, mode changes, symlinks (mode
+120000) and type changes. Binary changes are written as git binary patches when
+the output is not a terminal (or with --binary), and marked "Binary files …
+differ" on a terminal. Directories appear in --name-status with a trailing
+slash. With --json, the change set and its changeset_digest are printed
+instead (the digest that 'wtx apply --expect' checks).`,
+		Example: `  wtx diff
+  wtx diff --stat
+  wtx diff --path src/ | git apply --check`,
+		Args: maxOneStage,
+		RunE: func(c *cobra.Command, args []string) error {
+			if stat && ns {
+				return usageError{msg: "--stat and --name-status cannot be used together"}
+			}
+			ctx := c.Context()
+			ws, err := g.open(ctx)
+			if err != nil {
+				return err
+			}
+			defer ws.Close()
+			st, err := ws.Stage(ctx, stageArg(args))
+			if err != nil {
+				return err
+			}
+			if g.json {
+				cs, err := st.Changes(ctx, paths)
+				if err != nil {
+					return err
+				}
+				return g.emit("diff", map[string]any{"tx": st.ID(), "changes": cs.Changes, "counts": cs.Counts,
+					"changeset_digest": cs.Digest, "special": orEmpty(cs.Special)})
+			}
+			opts := wtx.DiffOptions{Paths: paths, Color: g.color(), Binary: binaryFlag || !g.io.OutTTY}
+			switch {
+			case stat:
+				opts.Format = wtx.DiffStat
+			case ns:
+				opts.Format = wtx.DiffNameStatus
+			}
+			res, err := st.WriteDiff(ctx, g.io.Out, opts)
+			if err != nil {
+				return err
+			}
+			for _, p := range res.Unavailable {
+				fmt.Fprintf(g.io.Err, "wtx: %s: not shown: its workspace copy changed since the stage opened, so its base content is gone\n", p)
+			}
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.StringArrayVar(&paths, "path", nil, "only paths under `SEL` (repeatable)")
+	f.BoolVar(&stat, "stat", false, "a per-file summary like git diff --stat")
+	f.BoolVar(&ns, "name-status", false, "one line per change: A, M, D or T (type change), a tab, the path")
+	f.BoolVar(&binaryFlag, "binary", false, "write binary changes as git binary patches even on a terminal")
+	return cmd
+}
+
+func newApplyCommand(g *globals) *cobra.Command {
+	var (
+		opts wtx.ApplyOptions
+		all  bool
+	)
+	cmd := &cobra.Command{
+		Use:   "apply [T] [--path SEL]... [--all] [--approve] [--dry-run] [--expect DIGEST]",
+		Short: "Apply a stage's change set to the workspace, all or nothing",
+		Long: `Apply the selected part of stage T's change set to the workspace (the whole
+change set by default, or --all), all or nothing. Before writing anything,
+wtx checks every selected path against the workspace as it was when the stage
+opened: if any changed outside the stage, the apply is refused and nothing is
+written. Paths under a --protect selector need --approve. Files are written
+through a temporary name in their own directory, synced, then renamed into
+place; a symlink in the workspace is never followed.
+
+Paths that already hold their staged state are left alone: applying again is a
+no-op. When the whole change set has landed the stage is settled.
+
+EXIT STATUS
+  0 applied (or nothing to do), 1 error, 2 refused: nothing was changed.`,
+		Example: `  wtx apply
+  wtx apply --path src/ --path go.mod
+  wtx apply --dry-run
+  wtx apply --expect sha256:… # what 'wtx diff --json' reported`,
+		Args: maxOneStage,
+		RunE: func(c *cobra.Command, args []string) error {
+			if all && len(opts.Paths) > 0 {
+				return usageError{msg: "--all and --path cannot be used together"}
+			}
+			ctx := c.Context()
+			ws, err := g.open(ctx)
+			if err != nil {
+				return err
+			}
+			defer ws.Close()
+			st, err := ws.Stage(ctx, stageArg(args))
+			if err != nil {
+				return err
+			}
+			res, err := st.Apply(ctx, opts)
+			if err != nil {
+				return err
+			}
+			if g.json {
+				return g.emit("apply", map[string]any{"tx": st.ID(), "op_id": res.OpID, "changes": orEmpty(res.Changes),
+					"counts": res.Counts, "changeset_digest": res.ChangesetDigest, "written": orEmpty(res.Written),
+					"already_applied": orEmpty(res.AlreadyApplied), "dry_run": res.DryRun, "settled": res.Settled,
+					"receipt": res.Receipt})
+			}
+			switch {
+			case res.DryRun:
+				fmt.Fprintf(g.io.Out, "would write %d path(s) of %s:\n", len(res.Written), st.ID())
+				for _, p := range res.Written {
+					fmt.Fprintf(g.io.Out, "  %s\n", p)
+				}
+			case res.OpID == "":
+				g.notice("wtx: nothing to apply from %s", st.ID())
+			default:
+				fmt.Fprintln(g.io.Out, res.OpID)
+				left := ""
+				if !res.Settled {
+					left = "; the rest stays staged"
+				}
+				g.notice("wtx: applied %d path(s) of %s as %s%s", len(res.Written), st.ID(), res.OpID, left)
+			}
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.StringArrayVar(&opts.Paths, "path", nil, "apply only `SEL` and what is beneath it (repeatable)")
+	f.BoolVar(&all, "all", false, "apply the whole change set (the default)")
+	f.BoolVar(&opts.Approve, "approve", false, "allow changes under --protect selectors")
+	f.BoolVarP(&opts.DryRun, "dry-run", "n", false, "run every check, write nothing")
+	f.StringVar(&opts.Expect, "expect", "", "refuse unless the selected change set still has `DIGEST`")
+	return cmd
+}

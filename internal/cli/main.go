@@ -1,0 +1,246 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"syscall"
+
+	"github.com/spf13/cobra"
+	"golang.org/x/term"
+
+	"github.com/wtx-dev/wtx"
+)
+
+// Streams are the command's standard streams and what is known about them.
+type Streams struct {
+	In       io.Reader
+	Out, Err io.Writer
+	// OutTTY and ErrTTY say whether stdout and stderr are terminals.
+	OutTTY, ErrTTY bool
+}
+
+// SystemStreams returns the process's own streams.
+func SystemStreams() Streams {
+	return Streams{
+		In: os.Stdin, Out: os.Stdout, Err: os.Stderr,
+		OutTTY: term.IsTerminal(int(os.Stdout.Fd())),
+		ErrTTY: term.IsTerminal(int(os.Stderr.Fd())),
+	}
+}
+
+// globals holds the global flags and the streams.
+type globals struct {
+	io      Streams
+	dir     string
+	json    bool
+	quiet   bool
+	noColor bool
+	getenv  func(string) string
+
+	// exitCode, when set by a command, is the process exit status even
+	// without an error (wtx run passes CMD's status through).
+	exitCode *int
+	// runCommand marks errors of wtx run, whose own failures exit 125.
+	runCommand bool
+}
+
+// Main runs wtx with args and returns the process exit status. It never
+// calls os.Exit.
+func Main(args []string) int {
+	return Run(context.Background(), args, SystemStreams(), os.Getenv)
+}
+
+// Run is Main with its dependencies given, for tests.
+func Run(ctx context.Context, args []string, streams Streams, getenv func(string) string) int {
+	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	g := &globals{io: streams, getenv: getenv}
+	root := newRootCommand(g)
+	root.SetArgs(args)
+	root.SetIn(streams.In)
+	root.SetOut(streams.Out)
+	root.SetErr(streams.Err)
+	cmd, err := root.ExecuteContextC(ctx)
+	name := "wtx"
+	if cmd != nil {
+		name = cmd.Name()
+	}
+	if err != nil {
+		return g.fail(name, err)
+	}
+	if g.exitCode != nil {
+		return *g.exitCode
+	}
+	return 0
+}
+
+// fail reports err (as text on stderr, or JSON on stdout) and returns the
+// exit status.
+func (g *globals) fail(command string, err error) int {
+	var e *wtx.Error
+	if !errors.As(err, &e) {
+		var ue usageError
+		if errors.As(err, &ue) {
+			e = &wtx.Error{Code: wtx.CodeUsage, Message: ue.Error()}
+		} else if errors.Is(err, context.Canceled) {
+			e = &wtx.Error{Code: wtx.CodeInternal, Message: "interrupted"}
+		} else {
+			e = wtx.AsError(err)
+		}
+	}
+	code := e.ExitCode()
+	if g.runCommand {
+		switch e.Code {
+		case wtx.CodeCommandNotFound:
+			code = 127
+		case wtx.CodeCommandNotExecutable:
+			code = 126
+		default:
+			code = 125
+		}
+	}
+	if g.json {
+		writeJSON(g.io.Out, errorEnvelope(command, e, code))
+		return code
+	}
+	fmt.Fprintf(g.io.Err, "wtx: error: %s\n", e.Message)
+	for _, c := range e.Conflicts {
+		line := fmt.Sprintf("  %s: %s", c.Path, c.Kind)
+		if c.Detail != "" {
+			line += " (" + c.Detail + ")"
+		}
+		fmt.Fprintln(g.io.Err, line)
+	}
+	for _, r := range e.Repairs {
+		if r.Command != "" {
+			fmt.Fprintf(g.io.Err, "wtx: hint: %s: %s\n", r.Detail, r.Command)
+		} else {
+			fmt.Fprintf(g.io.Err, "wtx: hint: %s\n", r.Detail)
+		}
+	}
+	return code
+}
+
+// usageError is a flag or argument mistake.
+type usageError struct{ msg string }
+
+func (u usageError) Error() string { return u.msg }
+
+// stateDir finds the state root: $WTX_STATE_DIR, else $XDG_STATE_HOME/wtx,
+// else ~/.local/state/wtx.
+func (g *globals) stateDir() (string, error) {
+	if d := g.getenv("WTX_STATE_DIR"); d != "" {
+		return filepath.Abs(d)
+	}
+	if d := g.getenv("XDG_STATE_HOME"); d != "" && filepath.IsAbs(d) {
+		return filepath.Join(d, "wtx"), nil
+	}
+	home := g.home()
+	if home == "" {
+		return "", &wtx.Error{Code: wtx.CodeUsage, Message: "cannot find a state root: set WTX_STATE_DIR or HOME"}
+	}
+	return filepath.Join(home, ".local", "state", "wtx"), nil
+}
+
+func (g *globals) home() string {
+	if h := g.getenv("HOME"); h != "" {
+		return h
+	}
+	h, _ := os.UserHomeDir()
+	return h
+}
+
+// open opens the workspace named by -C (default: the current directory).
+func (g *globals) open(ctx context.Context) (*wtx.Workspace, error) {
+	dir := g.dir
+	if dir == "" {
+		var err error
+		if dir, err = os.Getwd(); err != nil {
+			return nil, wtx.AsError(err)
+		}
+	}
+	sd, err := g.stateDir()
+	if err != nil {
+		return nil, err
+	}
+	return wtx.Open(ctx, dir, wtx.Options{StateDir: sd, Home: g.home()})
+}
+
+// color reports whether stdout gets colour.
+func (g *globals) color() bool {
+	return g.io.OutTTY && !g.noColor && !g.json && g.getenv("NO_COLOR") == "" && g.getenv("TERM") != "dumb"
+}
+
+// notice prints a line on stderr unless --quiet or --json.
+func (g *globals) notice(format string, args ...any) {
+	if g.quiet || g.json {
+		return
+	}
+	fmt.Fprintf(g.io.Err, format+"\n", args...)
+}
+
+func newRootCommand(g *globals) *cobra.Command {
+	root := &cobra.Command{
+		Use:   "wtx",
+		Short: "Give a directory transactions",
+		Long: `wtx runs any command against a staged view of a directory (the workspace).
+The workspace stays exactly as it was; the command's net change is kept in a
+stage, where it can be reviewed, applied whole or in part, or dropped. Every
+apply is all-or-nothing and refuses to overwrite anything that changed outside
+the stage since it opened.
+
+State lives outside the workspace, in $WTX_STATE_DIR, else $XDG_STATE_HOME/wtx,
+else ~/.local/state/wtx.
+
+EXIT STATUS
+  0    done
+  1    error (usage, precondition, I/O, internal)
+  2    refusal: nothing was changed
+  wtx run exits with the command's own status; 125 when wtx itself failed,
+  126 when the command cannot be executed, 127 when it is not found.`,
+		Example: `  wtx run -- make fmt          # run a command in a new stage
+  wtx diff                     # what it changed
+  wtx apply                    # land it, all or nothing
+  wtx drop                     # or throw it away`,
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
+		return usageError{msg: err.Error() + " (see 'wtx " + c.Name() + " --help')"}
+	})
+	pf := root.PersistentFlags()
+	pf.StringVarP(&g.dir, "directory", "C", "", "the workspace `DIR` (default: the current directory)")
+	pf.BoolVar(&g.json, "json", false, "print one JSON object on stdout")
+	pf.BoolVarP(&g.quiet, "quiet", "q", false, "print no notices or summaries")
+	pf.BoolVar(&g.noColor, "no-color", false, "never colour output")
+	root.AddCommand(
+		newRunCommand(g),
+		newBeginCommand(g),
+		newListCommand(g),
+		newStatusCommand(g),
+		newDiffCommand(g),
+		newApplyCommand(g),
+		newDropCommand(g),
+	)
+	return root
+}
+
+// maxOneStage is cobra.Args for commands that take an optional stage.
+func maxOneStage(cmd *cobra.Command, args []string) error {
+	if len(args) > 1 {
+		return usageError{msg: fmt.Sprintf("%s takes at most one stage, got %d arguments", cmd.Name(), len(args))}
+	}
+	return nil
+}
+
+func stageArg(args []string) string {
+	if len(args) == 1 {
+		return args[0]
+	}
+	return ""
+}

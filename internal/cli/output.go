@@ -1,0 +1,55 @@
+package cli
+
+import (
+	"encoding/json"
+	"io"
+
+	"github.com/wtx-dev/wtx"
+)
+
+// envelope is every --json answer: schema_version, status, command, then
+// the command's own fields.
+func envelope(command string, fields map[string]any) map[string]any {
+	out := map[string]any{"schema_version": 1, "status": "ok", "command": command}
+	for k, v := range fields {
+		out[k] = v
+	}
+	return out
+}
+
+type jsonError struct {
+	Code      string         `json:"code"`
+	Message   string         `json:"message"`
+	ExitCode  int            `json:"exit_code"`
+	Repairs   []wtx.Repair   `json:"repairs"`
+	Conflicts []wtx.Conflict `json:"conflicts"`
+}
+
+func errorEnvelope(command string, e *wtx.Error, code int) map[string]any {
+	je := jsonError{Code: e.Code, Message: e.Message, ExitCode: code, Repairs: e.Repairs, Conflicts: e.Conflicts}
+	if je.Repairs == nil {
+		je.Repairs = []wtx.Repair{}
+	}
+	if je.Conflicts == nil {
+		je.Conflicts = []wtx.Conflict{}
+	}
+	return map[string]any{"schema_version": 1, "status": "error", "command": command, "error": je}
+}
+
+func writeJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetEscapeHTML(false)
+	return enc.Encode(v)
+}
+
+// emit writes the JSON answer of a command that succeeded.
+func (g *globals) emit(command string, fields map[string]any) error {
+	return writeJSON(g.io.Out, envelope(command, fields))
+}
+
+func orEmpty[T any](s []T) []T {
+	if s == nil {
+		return []T{}
+	}
+	return s
+}

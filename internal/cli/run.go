@@ -1,0 +1,225 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/spf13/cobra"
+
+	"github.com/wtx-dev/wtx"
+)
+
+func newRunCommand(g *globals) *cobra.Command {
+	var (
+		begin          wtx.BeginOptions
+		tx             string
+		applyOnSuccess bool
+		readOnly       bool
+		noNetwork      bool
+	)
+	cmd := &cobra.Command{
+		Use:   "run [STAGE-FLAGS] [--tx T] [--apply-on-success] -- CMD [ARG...]",
+		Short: "Run a command in a stage; the workspace stays as it was",
+		Long: `Run CMD inside a stage's view of the workspace: a new stage, or the open
+stage T with --tx. CMD reads and writes the view; the workspace does not change.
+When CMD ends, wtx prints a summary of the stage's change set on stderr and
+keeps the stage for review ('wtx diff', 'wtx status') and 'wtx apply' or
+'wtx drop'.
+
+With --apply-on-success, exit status 0 applies the whole change set (every
+check of 'wtx apply' still runs) and any other status drops the stage.
+
+EXIT STATUS
+  CMD's own status (128+N when signal N killed it); 125 when wtx itself
+  failed, 126 when CMD cannot be executed, 127 when it is not found.`,
+		Example: `  wtx run -- npm install
+  wtx run --exclude node_modules -- ./build.sh
+  wtx run --tx refactor -- sed -i s/foo/bar/g src/main.go
+  wtx run --apply-on-success -- gofmt -w .`,
+		Args: cobra.ArbitraryArgs,
+		RunE: func(c *cobra.Command, args []string) error {
+			g.runCommand = true
+			if len(args) == 0 {
+				return usageError{msg: "wtx run needs a command: wtx run -- CMD [ARG...]"}
+			}
+			if readOnly || noNetwork {
+				return &wtx.Error{Code: wtx.CodeUnsupported,
+					Message: "--read-only and --no-network need the overlay backend, which this build of wtx lacks on this platform"}
+			}
+			return runRun(c.Context(), g, begin, tx, applyOnSuccess, args)
+		},
+	}
+	f := cmd.Flags()
+	f.SetInterspersed(false)
+	addStageFlags(f, &begin)
+	f.StringVar(&tx, "tx", "", "run in the open stage `T` instead of a new one")
+	f.BoolVar(&applyOnSuccess, "apply-on-success", false, "apply the whole change set if CMD exits 0, drop the stage otherwise")
+	f.BoolVar(&readOnly, "read-only", false, "CMD sees the view read-only (overlay backend)")
+	f.BoolVar(&noNetwork, "no-network", false, "CMD gets loopback networking only (overlay backend)")
+	return cmd
+}
+
+func runRun(ctx context.Context, g *globals, begin wtx.BeginOptions, tx string, applyOnSuccess bool, argv []string) error {
+	ws, err := g.open(ctx)
+	if err != nil {
+		return err
+	}
+	defer ws.Close()
+	if err := wtx.LookCommand(ws.Path(), argv[0]); err != nil {
+		return err
+	}
+	var st *wtx.Stage
+	if tx != "" {
+		if st, err = ws.Stage(ctx, tx); err != nil {
+			return err
+		}
+	} else {
+		begin.Progress = g.progress("staging")
+		st, err = ws.Begin(ctx, begin)
+		g.endProgress()
+		if err != nil {
+			return err
+		}
+	}
+	sigs := make(chan os.Signal, 4)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT)
+	defer signal.Stop(sigs)
+	// The command's end, not a signal to wtx, ends the run: the change scan
+	// and the receipt must happen even after Ctrl-C.
+	runCtx := context.WithoutCancel(ctx)
+	res, err := st.Run(runCtx, argv, wtx.RunOptions{
+		Stdin: g.io.In, Stdout: cmdStdout(g), Stderr: g.io.Err, Env: os.Environ(), Signals: sigs,
+	})
+	if err != nil {
+		if tx == "" {
+			st.Drop(runCtx)
+		}
+		return err
+	}
+	code := res.ExitCode
+	g.exitCode = &code
+	fields := map[string]any{
+		"tx": st.ID(), "exit_code": res.ExitCode, "backend": st.Backend(),
+		"changes": res.Changes.Changes, "counts": res.Changes.Counts, "changeset_digest": res.Changes.Digest,
+		"special": orEmpty(res.Changes.Special), "receipt": res.Receipt,
+		"not_transactional": res.Receipt.NotTransactional,
+	}
+	if res.Signal != "" {
+		fields["signal"] = res.Signal
+	}
+	if applyOnSuccess {
+		if res.ExitCode == 0 {
+			ar, err := st.Apply(runCtx, wtx.ApplyOptions{})
+			if err != nil {
+				return err
+			}
+			fields["applied"] = true
+			fields["op_id"] = ar.OpID
+			if !g.json {
+				g.notice("wtx: applied %s (%d added, %d modified, %d deleted)%s", st.ID(),
+					res.Changes.Counts.Added, res.Changes.Counts.Modified, res.Changes.Counts.Deleted, opSuffix(ar.OpID))
+			}
+		} else {
+			if err := st.Drop(runCtx); err != nil {
+				return err
+			}
+			fields["dropped"] = true
+			g.notice("wtx: %s exited %d; dropped stage %s, the workspace is unchanged", argv[0], res.ExitCode, st.ID())
+		}
+	}
+	if g.json {
+		return g.emit("run", fields)
+	}
+	if !applyOnSuccess {
+		printRunSummary(g, st, res)
+	}
+	return nil
+}
+
+func opSuffix(op string) string {
+	if op == "" {
+		return " (nothing to write)"
+	}
+	return " as " + op
+}
+
+// cmdStdout is where CMD's stdout goes: with --json, stdout carries only the
+// JSON answer, so CMD's output goes to stderr.
+func cmdStdout(g *globals) interface{ Write([]byte) (int, error) } {
+	if g.json {
+		return g.io.Err
+	}
+	return g.io.Out
+}
+
+func printRunSummary(g *globals, st *wtx.Stage, res *wtx.RunResult) {
+	if g.quiet {
+		return
+	}
+	w := g.io.Err
+	c := res.Changes.Counts
+	status := fmt.Sprintf("exited %d", res.ExitCode)
+	if res.Signal != "" {
+		status = "killed by " + res.Signal
+	}
+	fmt.Fprintf(w, "wtx: command %s; stage %s (%s) holds %d added, %d modified, %d deleted\n",
+		status, st.ID(), st.Backend(), c.Added, c.Modified, c.Deleted)
+	const maxShown = 20
+	for i, ch := range res.Changes.Changes {
+		if i == maxShown {
+			fmt.Fprintf(w, "  … and %d more (wtx status %s)\n", len(res.Changes.Changes)-maxShown, st.ID())
+			break
+		}
+		fmt.Fprintf(w, "  %s %s\n", actionLetter(ch), displayPath(ch))
+	}
+	for _, p := range res.Changes.Special {
+		fmt.Fprintf(w, "  ! %s (FIFO, socket or device: never applied)\n", p)
+	}
+	fmt.Fprintf(w, "wtx: not transactional: %s\n", joinList(res.Receipt.NotTransactional))
+	if len(res.Changes.Changes) > 0 {
+		fmt.Fprintf(w, "wtx: review with 'wtx diff %s', then 'wtx apply %s' or 'wtx drop %s'\n", st.ID(), st.ID(), st.ID())
+	}
+}
+
+func actionLetter(ch wtx.Change) string {
+	switch ch.Action {
+	case "added":
+		return "A"
+	case "deleted":
+		return "D"
+	}
+	if ch.Before != nil && ch.Before.Type != ch.Type {
+		return "T"
+	}
+	return "M"
+}
+
+func displayPath(ch wtx.Change) string {
+	t := ch.Type
+	if t == "" && ch.Before != nil {
+		t = ch.Before.Type
+	}
+	switch t {
+	case "dir":
+		return ch.Path + "/"
+	case "symlink":
+		if ch.Target != "" {
+			return ch.Path + " -> " + ch.Target
+		}
+	}
+	return ch.Path
+}
+
+func joinList(items []string) string {
+	out := ""
+	for i, s := range items {
+		if i > 0 {
+			out += "; "
+		}
+		out += s
+	}
+	return out
+}

@@ -1,0 +1,243 @@
+package cli
+
+import (
+	"fmt"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/wtx-dev/wtx"
+)
+
+func newBeginCommand(g *globals) *cobra.Command {
+	var begin wtx.BeginOptions
+	cmd := &cobra.Command{
+		Use:   "begin [STAGE-FLAGS]",
+		Short: "Open an empty stage and print its id",
+		Long: `Open a stage over the workspace without running anything in it, and print its
+id on stdout. Run commands in it later with 'wtx run --tx ID -- CMD'.`,
+		Example: `  T=$(wtx begin --name fmt)
+  wtx run --tx "$T" -- gofmt -w .`,
+		Args: cobra.NoArgs,
+		RunE: func(c *cobra.Command, args []string) error {
+			ws, err := g.open(c.Context())
+			if err != nil {
+				return err
+			}
+			defer ws.Close()
+			begin.Progress = g.progress("staging")
+			st, err := ws.Begin(c.Context(), begin)
+			g.endProgress()
+			if err != nil {
+				return err
+			}
+			if g.json {
+				return g.emit("begin", map[string]any{"tx": st.ID(), "name": st.Name(), "backend": st.Backend(),
+					"backend_skipped": orEmpty(st.Skipped()), "base_digest": st.BaseDigest()})
+			}
+			fmt.Fprintln(g.io.Out, st.ID())
+			return nil
+		},
+	}
+	addStageFlags(cmd.Flags(), &begin)
+	return cmd
+}
+
+type listRow struct {
+	Tx      string      `json:"tx"`
+	Name    string      `json:"name,omitempty"`
+	Created time.Time   `json:"created"`
+	Backend string      `json:"backend"`
+	State   string      `json:"state"`
+	Counts  *wtx.Counts `json:"counts,omitempty"`
+}
+
+func newListCommand(g *globals) *cobra.Command {
+	var all bool
+	cmd := &cobra.Command{
+		Use:   "list",
+		Short: "List the workspace's stages",
+		Long: `List the workspace's stages: id, name, age, backend, state and, for open
+stages, the counts of their change sets. Dropped and applied stages are shown
+with --all.`,
+		Args: cobra.NoArgs,
+		RunE: func(c *cobra.Command, args []string) error {
+			ctx := c.Context()
+			ws, err := g.open(ctx)
+			if err != nil {
+				return err
+			}
+			defer ws.Close()
+			stages, err := ws.Stages(ctx)
+			if err != nil {
+				return err
+			}
+			rows := []listRow{}
+			for _, st := range stages {
+				if !all && st.State() != wtx.StateOpen {
+					continue
+				}
+				r := listRow{Tx: st.ID(), Name: st.Name(), Created: st.Created(), Backend: st.Backend(), State: st.State()}
+				if st.State() == wtx.StateOpen {
+					if cs, err := st.Changes(ctx, nil); err == nil {
+						r.Counts = &cs.Counts
+					}
+				}
+				rows = append(rows, r)
+			}
+			if g.json {
+				return g.emit("list", map[string]any{"workspace": ws.Path(), "stages": rows})
+			}
+			if len(rows) == 0 {
+				g.notice("wtx: no open stages in %s", ws.Path())
+				return nil
+			}
+			tw := tabwriter.NewWriter(g.io.Out, 0, 4, 2, ' ', 0)
+			fmt.Fprintln(tw, "STAGE\tNAME\tAGE\tBACKEND\tSTATE\tCHANGES")
+			for _, r := range rows {
+				changes := "-"
+				if r.Counts != nil {
+					changes = fmt.Sprintf("+%d ~%d -%d", r.Counts.Added, r.Counts.Modified, r.Counts.Deleted)
+				}
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", r.Tx, dash(r.Name), age(time.Since(r.Created)), r.Backend, r.State, changes)
+			}
+			return tw.Flush()
+		},
+	}
+	cmd.Flags().BoolVarP(&all, "all", "a", false, "also list dropped and applied stages")
+	return cmd
+}
+
+func dash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+func age(d time.Duration) string {
+	switch {
+	case d < time.Minute:
+		return fmt.Sprintf("%ds", int(d.Seconds()))
+	case d < time.Hour:
+		return fmt.Sprintf("%dm", int(d.Minutes()))
+	case d < 48*time.Hour:
+		return fmt.Sprintf("%dh", int(d.Hours()))
+	}
+	return fmt.Sprintf("%dd", int(d.Hours()/24))
+}
+
+func newStatusCommand(g *globals) *cobra.Command {
+	var paths []string
+	cmd := &cobra.Command{
+		Use:   "status [T]",
+		Short: "Show one stage: state, change set, drift",
+		Long: `Show a stage's state, backend, change set and changeset digest, and drift:
+changed paths whose workspace copy moved since the stage opened (an apply of
+them would be refused). T is a stage id, a unique prefix of one, or a name; it
+may be left out when the workspace has exactly one open stage.`,
+		Args: maxOneStage,
+		RunE: func(c *cobra.Command, args []string) error {
+			ctx := c.Context()
+			ws, err := g.open(ctx)
+			if err != nil {
+				return err
+			}
+			defer ws.Close()
+			st, err := ws.Stage(ctx, stageArg(args))
+			if err != nil {
+				return err
+			}
+			s, err := st.Status(ctx, paths)
+			if err != nil {
+				return err
+			}
+			if g.json {
+				return g.emit("status", map[string]any{"stage": s, "tx": s.Tx, "changeset_digest": s.ChangesetDigest,
+					"changes": s.Changes, "counts": s.Counts, "drift": s.Drift, "stale_reads": s.StaleReads})
+			}
+			w := g.io.Out
+			name := ""
+			if s.Name != "" {
+				name = " (" + s.Name + ")"
+			}
+			fmt.Fprintf(w, "stage    %s%s\nstate    %s\nbackend  %s (view %s)\ncreated  %s (%s ago)\n",
+				s.Tx, name, s.State, s.Backend, s.View, s.Created.Local().Format(time.DateTime), age(time.Since(s.Created)))
+			for _, sk := range s.Skipped {
+				fmt.Fprintf(w, "         %s skipped: %s\n", sk.Backend, sk.Reason)
+			}
+			if len(s.Exclude) > 0 {
+				fmt.Fprintf(w, "exclude  %s\n", joinList(s.Exclude))
+			}
+			if len(s.Protect) > 0 {
+				fmt.Fprintf(w, "protect  %s\n", joinList(s.Protect))
+			}
+			fmt.Fprintf(w, "changes  %d added, %d modified, %d deleted\ndigest   %s\n", s.Counts.Added, s.Counts.Modified, s.Counts.Deleted, s.ChangesetDigest)
+			drift := map[string]string{}
+			for _, d := range s.Drift {
+				drift[d.Path] = d.Kind
+			}
+			for _, ch := range s.Changes {
+				line := fmt.Sprintf("  %s %s", actionLetter(ch), displayPath(ch))
+				if k, ok := drift[ch.Path]; ok {
+					line += "   [drift: " + k + " outside the stage]"
+				}
+				fmt.Fprintln(w, line)
+			}
+			for _, d := range s.Drift {
+				if _, inChanges := findChange(s.Changes, d.Path); !inChanges {
+					fmt.Fprintf(w, "  ! %s   [drift: %s]\n", d.Path, d.Kind)
+				}
+			}
+			for _, p := range s.Special {
+				fmt.Fprintf(w, "  ! %s (FIFO, socket or device: never applied)\n", p)
+			}
+			if len(s.Ops) > 0 {
+				fmt.Fprintf(w, "ops      %s\n", joinList(s.Ops))
+			}
+			return nil
+		},
+	}
+	cmd.Flags().StringArrayVar(&paths, "path", nil, "only paths under `SEL` (repeatable)")
+	return cmd
+}
+
+func findChange(cs []wtx.Change, p string) (wtx.Change, bool) {
+	for _, c := range cs {
+		if c.Path == p {
+			return c, true
+		}
+	}
+	return wtx.Change{}, false
+}
+
+func newDropCommand(g *globals) *cobra.Command {
+	return &cobra.Command{
+		Use:   "drop [T]",
+		Short: "Discard a stage; the workspace is untouched",
+		Long: `Discard stage T: its view is removed and it can never be applied. The
+workspace is not touched.`,
+		Args: maxOneStage,
+		RunE: func(c *cobra.Command, args []string) error {
+			ctx := c.Context()
+			ws, err := g.open(ctx)
+			if err != nil {
+				return err
+			}
+			defer ws.Close()
+			st, err := ws.Stage(ctx, stageArg(args))
+			if err != nil {
+				return err
+			}
+			if err := st.Drop(ctx); err != nil {
+				return err
+			}
+			if g.json {
+				return g.emit("drop", map[string]any{"tx": st.ID(), "state": st.State()})
+			}
+			g.notice("wtx: dropped %s; the workspace is unchanged", st.ID())
+			return nil
+		},
+	}
+}

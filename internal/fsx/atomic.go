@@ -1,0 +1,67 @@
+//go:build unix
+
+package fsx
+
+import (
+	"io/fs"
+	"os"
+	"path/filepath"
+
+	"golang.org/x/sys/unix"
+)
+
+// WriteFileAtomic creates or replaces the file at path with data and
+// permission bits perm. It writes a temporary file in the same directory,
+// fsyncs and closes it, renames it over path and fsyncs the directory, so after
+// a crash path holds either the old or the new content. It is meant for the
+// wtx state directory, not for a workspace.
+func WriteFileAtomic(path string, data []byte, perm fs.FileMode) error {
+	dir, base := filepath.Split(path)
+	if dir == "" {
+		dir = "."
+	}
+	f, err := os.CreateTemp(dir, "."+base+".tmp-*")
+	if err != nil {
+		return &fs.PathError{Op: "write", Path: path, Err: err}
+	}
+	tmp := f.Name()
+	ok := false
+	defer func() {
+		if !ok {
+			f.Close()
+			os.Remove(tmp)
+		}
+	}()
+	if _, err := f.Write(data); err != nil {
+		return &fs.PathError{Op: "write", Path: path, Err: err}
+	}
+	if err := f.Chmod(perm); err != nil {
+		return &fs.PathError{Op: "write", Path: path, Err: err}
+	}
+	if err := fsync(int(f.Fd())); err != nil {
+		return &fs.PathError{Op: "fsync", Path: tmp, Err: err}
+	}
+	if err := f.Close(); err != nil {
+		return &fs.PathError{Op: "write", Path: path, Err: err}
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		os.Remove(tmp)
+		ok = true
+		return err
+	}
+	ok = true
+	return SyncDir(dir)
+}
+
+// SyncDir fsyncs the directory at path.
+func SyncDir(path string) error {
+	fd, err := openAt(unix.AT_FDCWD, path, unix.O_RDONLY|unix.O_DIRECTORY, 0)
+	if err != nil {
+		return &fs.PathError{Op: "open", Path: path, Err: err}
+	}
+	defer unix.Close(fd)
+	if err := fsync(fd); err != nil {
+		return &fs.PathError{Op: "fsync", Path: path, Err: err}
+	}
+	return nil
+}

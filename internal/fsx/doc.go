@@ -1,0 +1,45 @@
+// Package fsx gives wtx safe, durable access to a workspace directory.
+//
+// Every operation on a workspace goes through a [Root] or a [Dir]. Both are
+// open directory handles, and a method acts on one directory entry with a
+// single-component *at system call. The package never follows a symlink and
+// never crosses a mount point inside a workspace, so no input and no
+// concurrent rename of a directory into a symlink can make an operation land
+// outside the root.
+//
+// # Vocabulary
+//
+//   - root: the workspace directory, opened once with [OpenRoot].
+//   - rel: a workspace-relative path, slash-separated and clean, checked by
+//     [ValidRel]; "." denotes the root itself.
+//   - name: a single path component, as taken by every [Dir] method. It holds
+//     no slash and is neither "." nor "..".
+//   - dev: the st_dev of the root. A directory on another device is a mount
+//     point and is refused with [ErrCrossDevice].
+//
+// # Resolution
+//
+// [Root.OpenDir] resolves a rel path. On Linux it uses openat2 with
+// RESOLVE_BENEATH, RESOLVE_NO_SYMLINKS, RESOLVE_NO_MAGICLINKS and
+// RESOLVE_NO_XDEV. Where openat2 is missing or blocked, and on other systems,
+// it walks the path one component at a time with openat(O_DIRECTORY|O_NOFOLLOW)
+// and compares the device (and, on Linux, the mount id) of each directory it
+// opens with those of the root.
+//
+// Once a directory is open, someone with write access can still move it
+// elsewhere. Later calls then act on that directory in its new place. They never
+// act on a different directory that now has the old name.
+//
+// # Durability
+//
+// [Dir.Sync], [SyncDir] and [WriteFileAtomic] flush data and directory entries
+// to stable storage (F_FULLFSYNC on darwin). [WriteFileAtomic] is meant for the
+// wtx state directory, which wtx owns. It resolves paths the ordinary way.
+//
+// # Errors
+//
+// Errors are *fs.PathError or *os.LinkError values naming the rel path. They
+// wrap either the system error, so errors.Is works with fs.ErrNotExist,
+// fs.ErrExist, fs.ErrPermission or syscall.ENOSPC, or one of the sentinels of
+// this package.
+package fsx

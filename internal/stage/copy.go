@@ -1,0 +1,358 @@
+package stage
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/wtx-dev/wtx/internal/blob"
+	"github.com/wtx-dev/wtx/internal/fsx"
+	"github.com/wtx-dev/wtx/internal/tree"
+)
+
+// ErrSpecial is wrapped by errors about FIFOs, sockets and devices, which
+// wtx neither stages nor applies.
+var ErrSpecial = errors.New("special files are not staged")
+
+// Copy is the backend that copies every byte of the surface into the view.
+// It works everywhere; it never hard-links, so a staged file never shares an
+// inode with its workspace file. The view is frozen at open.
+type Copy struct{}
+
+// Name returns "copy".
+func (Copy) Name() string { return "copy" }
+
+// Probe always succeeds: copying works on every filesystem.
+func (Copy) Probe(ctx context.Context, workspace, stateDir string) error { return nil }
+
+const viewDirName = "view"
+
+// Open copies the workspace's surface into req.Dir/view.
+func (Copy) Open(ctx context.Context, req OpenRequest) (View, *tree.Manifest, error) {
+	if len(req.Share) > 0 {
+		return nil, nil, fmt.Errorf("--share needs a backend that can bind a directory into the view (overlay): %w", ErrUnsupported)
+	}
+	ws, err := fsx.OpenRoot(req.Workspace)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer ws.Close()
+	viewDir := filepath.Join(req.Dir, viewDirName)
+	if err := os.Mkdir(viewDir, 0o700); err != nil {
+		return nil, nil, err
+	}
+	var (
+		entries []*tree.Entry
+		dirs    []*tree.Entry
+		done    int
+		mu      sync.Mutex
+	)
+	pool := newHashPool(func(j hashJob) error {
+		return copyFile(j.f.(*os.File), filepath.Join(viewDir, filepath.FromSlash(j.e.Path)), j.e)
+	})
+	werr := walk(ctx, ws, req.Exclude, func(rel string, d *fsx.Dir, name string, st fsx.Stat) error {
+		if pool.failed() {
+			return errStopWalk
+		}
+		e := entryFromStat(rel, st)
+		e.WS = statTuple(st)
+		ep := &e
+		dst := filepath.Join(viewDir, filepath.FromSlash(rel))
+		switch e.Type {
+		case tree.Dir:
+			if err := os.Mkdir(dst, 0o700); err != nil {
+				return err
+			}
+			dirs = append(dirs, ep)
+		case tree.Symlink:
+			target, err := d.Readlink(name)
+			if err != nil {
+				return err
+			}
+			ep.Target, ep.Size = target, int64(len(target))
+			if err := os.Symlink(target, dst); err != nil {
+				return err
+			}
+		case tree.File:
+			f, err := d.OpenFile(name)
+			if err != nil {
+				return fmt.Errorf("stage %s: %w", rel, err)
+			}
+			pool.jobs <- hashJob{e: ep, f: f}
+		case tree.Special:
+			// Left out of the view; recorded so that it is never reported
+			// as deleted.
+		}
+		entries = append(entries, ep)
+		mu.Lock()
+		done++
+		if req.Progress != nil && done%1024 == 0 {
+			req.Progress(done)
+		}
+		mu.Unlock()
+		return nil
+	})
+	perr := pool.wait()
+	if werr == errStopWalk {
+		werr = nil
+	}
+	if err := errors.Join(werr, perr); err != nil {
+		return nil, nil, err
+	}
+	// Directory bits and times last, deepest first, so that read-only
+	// directories are filled before they close and their times stick.
+	for i := len(dirs) - 1; i >= 0; i-- {
+		e := dirs[i]
+		dst := filepath.Join(viewDir, filepath.FromSlash(e.Path))
+		if err := os.Chmod(dst, fs.FileMode(e.Perm)); err != nil {
+			return nil, nil, err
+		}
+		t := time.Unix(0, e.WS.Mtime)
+		if err := os.Chtimes(dst, t, t); err != nil {
+			return nil, nil, err
+		}
+	}
+	m := &tree.Manifest{Entries: make([]tree.Entry, len(entries))}
+	var maxView int64
+	for i, e := range entries {
+		m.Entries[i] = *e
+		maxView = max(maxView, e.View.Ctime, e.View.Mtime)
+	}
+	tree.SortEntries(m.Entries)
+	fence, err := fenceAfter(req.Dir, maxView)
+	if err != nil {
+		return nil, nil, err
+	}
+	m.Fence, m.ViewFence = fence, fence
+	v, err := attachCopy(req.Workspace, req.Dir)
+	if err != nil {
+		return nil, nil, err
+	}
+	return v, m, nil
+}
+
+var errStopWalk = errors.New("stop walk")
+
+// copyFile copies src (closed on return) to a new file at dst, hashing the
+// bytes on the way, and records the digest and the new file's stat tuple.
+func copyFile(src *os.File, dst string, e *tree.Entry) (err error) {
+	defer src.Close()
+	out, err := os.OpenFile(dst, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if cerr := out.Close(); err == nil {
+			err = cerr
+		}
+	}()
+	bp := bufPool.Get().(*[]byte)
+	defer bufPool.Put(bp)
+	h := blob.NewHasher()
+	n, err := io.CopyBuffer(io.MultiWriter(out, h), struct{ io.Reader }{src}, *bp)
+	if err != nil {
+		return fmt.Errorf("stage %s: %w", e.Path, err)
+	}
+	st, err := src.Stat()
+	if err != nil {
+		return err
+	}
+	if n != st.Size() || st.ModTime().UnixNano() != e.WS.Mtime || viewTuple(st).Ino != e.WS.Ino {
+		return fmt.Errorf("stage %s: file changed while it was being copied: %w", e.Path, ErrUnstable)
+	}
+	e.Digest, e.Size = string(h.Digest()), n
+	if err := out.Chmod(fs.FileMode(e.Perm)); err != nil {
+		return err
+	}
+	t := time.Unix(0, e.WS.Mtime)
+	if err := os.Chtimes(dst, t, t); err != nil {
+		return err
+	}
+	fi, err := out.Stat()
+	if err != nil {
+		return err
+	}
+	e.View = viewTuple(fi)
+	return nil
+}
+
+// ErrUnstable is wrapped by errors about files that changed while wtx read
+// them.
+var ErrUnstable = errors.New("file changed while being read")
+
+// fenceAfter returns a filesystem time from dir's filesystem that is
+// strictly later than after, waiting for the clock to tick when needed.
+func fenceAfter(dir string, after int64) (int64, error) {
+	marker := filepath.Join(dir, "fence")
+	deadline := time.Now().Add(3 * time.Second)
+	for {
+		f, err := os.OpenFile(marker, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
+		if err != nil {
+			return 0, err
+		}
+		_, err = f.Write([]byte{1})
+		fi, serr := f.Stat()
+		f.Close()
+		if err = errors.Join(err, serr); err != nil {
+			return 0, err
+		}
+		t := fi.ModTime().UnixNano()
+		if ct := ctimeOf(fi); ct > t {
+			t = ct
+		}
+		if t > after || time.Now().After(deadline) {
+			os.Remove(marker)
+			return t, nil
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// Attach returns the view that Open made in dir.
+func (Copy) Attach(ctx context.Context, workspace, dir string) (View, error) {
+	return attachCopy(workspace, dir)
+}
+
+func attachCopy(workspace, dir string) (*copyView, error) {
+	root := filepath.Join(dir, viewDirName)
+	fi, err := os.Lstat(root)
+	if err != nil {
+		return nil, err
+	}
+	if !fi.IsDir() {
+		return nil, fmt.Errorf("view %s is not a directory", root)
+	}
+	return &copyView{root: root}, nil
+}
+
+type copyView struct {
+	root string
+}
+
+func (v *copyView) Root() string { return v.root }
+
+func (v *copyView) Close() error { return nil }
+
+func (v *copyView) Prepare(cmd *exec.Cmd) error {
+	if cmd.Dir == "" || !filepath.IsAbs(cmd.Dir) {
+		cmd.Dir = filepath.Join(v.root, cmd.Dir)
+	}
+	return nil
+}
+
+func (v *copyView) OpenFile(rel string) (*os.File, error) {
+	return openInRoot(v.root, rel)
+}
+
+func (v *copyView) Readlink(rel string) (string, error) {
+	return readlinkInRoot(v.root, rel)
+}
+
+// Scan walks the view and hashes only the files whose stat tuple moved.
+func (v *copyView) Scan(ctx context.Context, base *tree.Manifest, exclude tree.Selectors) ([]tree.Entry, error) {
+	return scanTree(ctx, v.root, base, exclude, true)
+}
+
+// scanTree lists the tree at dir. When viewTuples is set, a file whose
+// stat tuple equals the base entry's View tuple (and is not racy) takes the
+// base digest; otherwise it is hashed.
+func scanTree(ctx context.Context, dir string, base *tree.Manifest, exclude tree.Selectors, viewTuples bool) ([]tree.Entry, error) {
+	root, err := fsx.OpenRoot(dir)
+	if err != nil {
+		return nil, err
+	}
+	defer root.Close()
+	var entries []*tree.Entry
+	pool := newHashPool(func(j hashJob) error {
+		defer j.f.Close()
+		bp := bufPool.Get().(*[]byte)
+		defer bufPool.Put(bp)
+		d, n, err := hashFile(j.f, *bp)
+		if err != nil {
+			return fmt.Errorf("scan %s: %w", j.e.Path, err)
+		}
+		if n != j.e.Size {
+			return fmt.Errorf("scan %s: %w", j.e.Path, ErrUnstable)
+		}
+		j.e.Digest = d
+		return nil
+	})
+	werr := walk(ctx, root, exclude, func(rel string, d *fsx.Dir, name string, st fsx.Stat) error {
+		if pool.failed() {
+			return errStopWalk
+		}
+		e := entryFromStat(rel, st)
+		ep := &e
+		switch e.Type {
+		case tree.Symlink:
+			target, err := d.Readlink(name)
+			if err != nil {
+				return err
+			}
+			ep.Target, ep.Size = target, int64(len(target))
+		case tree.File:
+			ep.View = statTuple(st)
+			ep.View.Dev = 0
+			if b := base.Lookup(rel); viewTuples && b != nil && b.Type == tree.File && b.Digest != "" &&
+				b.View == ep.View && !base.ViewRacy(b) {
+				ep.Digest = b.Digest
+			} else {
+				f, err := d.OpenFile(name)
+				if err != nil {
+					return fmt.Errorf("scan %s: %w", rel, err)
+				}
+				pool.jobs <- hashJob{e: ep, f: f}
+			}
+		}
+		entries = append(entries, ep)
+		return nil
+	})
+	perr := pool.wait()
+	if werr == errStopWalk {
+		werr = nil
+	}
+	if err := errors.Join(werr, perr); err != nil {
+		return nil, err
+	}
+	out := make([]tree.Entry, len(entries))
+	for i, e := range entries {
+		out[i] = *e
+	}
+	tree.SortEntries(out)
+	return out, nil
+}
+
+func openInRoot(root, rel string) (*os.File, error) {
+	r, err := fsx.OpenRoot(root)
+	if err != nil {
+		return nil, err
+	}
+	defer r.Close()
+	d, err := r.OpenDir(tree.Parent(rel))
+	if err != nil {
+		return nil, err
+	}
+	defer d.Close()
+	return d.OpenFile(tree.Base(rel))
+}
+
+func readlinkInRoot(root, rel string) (string, error) {
+	r, err := fsx.OpenRoot(root)
+	if err != nil {
+		return "", err
+	}
+	defer r.Close()
+	d, err := r.OpenDir(tree.Parent(rel))
+	if err != nil {
+		return "", err
+	}
+	defer d.Close()
+	return d.Readlink(tree.Base(rel))
+}

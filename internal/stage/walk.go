@@ -1,0 +1,167 @@
+package stage
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"io/fs"
+	"runtime"
+	"sync"
+
+	"github.com/wtx-dev/wtx/internal/blob"
+	"github.com/wtx-dev/wtx/internal/fsx"
+	"github.com/wtx-dev/wtx/internal/tree"
+)
+
+// visitFunc is called by walk for every entry beneath the root except those
+// excluded. d is the entry's parent directory, open for the call only.
+type visitFunc func(rel string, d *fsx.Dir, name string, st fsx.Stat) error
+
+// walk visits the tree under root depth first, parents before children,
+// never following a symlink. Excluded paths and everything beneath them are
+// skipped.
+func walk(ctx context.Context, root *fsx.Root, exclude tree.Selectors, visit visitFunc) error {
+	d, err := root.OpenDir(".")
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return walkDir(ctx, d, "", exclude, visit)
+}
+
+func walkDir(ctx context.Context, d *fsx.Dir, prefix string, exclude tree.Selectors, visit visitFunc) error {
+	names, err := d.ReadDir()
+	if err != nil {
+		return err
+	}
+	for _, name := range names {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		rel := prefix + name
+		if exclude.Match(rel) {
+			continue
+		}
+		st, err := d.Lstat(name)
+		if err != nil {
+			return err
+		}
+		if err := visit(rel, d, name, st); err != nil {
+			return err
+		}
+		if st.Mode.IsDir() {
+			child, err := d.OpenDir(name)
+			if err != nil {
+				return err
+			}
+			err = walkDir(ctx, child, rel+"/", exclude, visit)
+			child.Close()
+			if err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// entryFromStat fills the type, permission bits and size of an entry.
+func entryFromStat(rel string, st fsx.Stat) tree.Entry {
+	e := tree.Entry{Path: rel, Type: tree.TypeOf(st.Mode)}
+	switch e.Type {
+	case tree.File:
+		e.Perm = uint32(st.Mode.Perm())
+		e.Size = st.Size
+	case tree.Dir:
+		e.Perm = uint32(st.Mode.Perm())
+	}
+	return e
+}
+
+func statTuple(st fsx.Stat) tree.Stat {
+	return tree.Stat{Ino: st.Ino, Dev: st.Dev, Size: st.Size, Mtime: st.Mtime, Ctime: st.Ctime}
+}
+
+// hashJob is a file to hash: f is open and is closed by the worker.
+type hashJob struct {
+	e *tree.Entry
+	f io.ReadCloser
+}
+
+// hashPool hashes files on several goroutines and keeps the first error.
+type hashPool struct {
+	jobs chan hashJob
+	wg   sync.WaitGroup
+	mu   sync.Mutex
+	err  error
+}
+
+func newHashPool(work func(j hashJob) error) *hashPool {
+	n := runtime.GOMAXPROCS(0) * 2
+	p := &hashPool{jobs: make(chan hashJob, 64)}
+	for range n {
+		p.wg.Add(1)
+		go func() {
+			defer p.wg.Done()
+			for j := range p.jobs {
+				if p.failed() {
+					j.f.Close()
+					continue
+				}
+				if err := work(j); err != nil {
+					p.fail(err)
+				}
+			}
+		}()
+	}
+	return p
+}
+
+func (p *hashPool) failed() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.err != nil
+}
+
+func (p *hashPool) fail(err error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.err == nil {
+		p.err = err
+	}
+}
+
+// wait closes the queue, waits for the workers and returns the first error.
+func (p *hashPool) wait() error {
+	close(p.jobs)
+	p.wg.Wait()
+	return p.err
+}
+
+// hashFile hashes r fully and returns its digest and length.
+func hashFile(r io.Reader, buf []byte) (string, int64, error) {
+	h := blob.NewHasher()
+	n, err := io.CopyBuffer(h, r, buf)
+	if err != nil {
+		return "", n, err
+	}
+	return string(h.Digest()), n, nil
+}
+
+var bufPool = sync.Pool{New: func() any { b := make([]byte, 256<<10); return &b }}
+
+// specialError reports a path of a type wtx does not stage.
+func specialError(rel string, m fs.FileMode) error {
+	return fmt.Errorf("%s: %s: %w", rel, describeType(m), ErrSpecial)
+}
+
+func describeType(m fs.FileMode) string {
+	switch {
+	case m&fs.ModeNamedPipe != 0:
+		return "a FIFO"
+	case m&fs.ModeSocket != 0:
+		return "a socket"
+	case m&fs.ModeDevice != 0:
+		return "a device"
+	}
+	return "a special file"
+}

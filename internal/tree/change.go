@@ -1,0 +1,203 @@
+package tree
+
+import (
+	"crypto/sha256"
+	"encoding/binary"
+	"fmt"
+	"sort"
+)
+
+// Action says how a path differs between the base and the view.
+type Action uint8
+
+// Actions of a change.
+const (
+	Added Action = iota + 1
+	Modified
+	Deleted
+)
+
+// String returns "added", "modified" or "deleted".
+func (a Action) String() string {
+	switch a {
+	case Added:
+		return "added"
+	case Modified:
+		return "modified"
+	case Deleted:
+		return "deleted"
+	}
+	return "unknown"
+}
+
+// Change is one path of a change set. Old is the base entry (nil when the
+// path was added); New is the view's entry (nil when it was deleted). A type
+// change (a file that became a directory, say) is Modified with Old and New of
+// different types.
+type Change struct {
+	Path   string
+	Action Action
+	Old    *Entry
+	New    *Entry
+}
+
+// Compare returns the change set between base and view, both sorted by path.
+// File entries of view must carry a Digest (copy the base digest for files
+// whose stat tuple proves them unchanged). Entries of type Special never
+// produce changes of their own: they are reported by the caller.
+func Compare(base, view []Entry) []Change {
+	var out []Change
+	i, j := 0, 0
+	for i < len(base) || j < len(view) {
+		switch {
+		case j >= len(view) || (i < len(base) && base[i].Path < view[j].Path):
+			if base[i].Type != Special {
+				out = append(out, Change{Path: base[i].Path, Action: Deleted, Old: &base[i]})
+			}
+			i++
+		case i >= len(base) || view[j].Path < base[i].Path:
+			if view[j].Type != Special {
+				out = append(out, Change{Path: view[j].Path, Action: Added, New: &view[j]})
+			}
+			j++
+		default:
+			b, v := &base[i], &view[j]
+			switch {
+			case b.Type == Special && v.Type == Special:
+			case b.Type == Special:
+				out = append(out, Change{Path: v.Path, Action: Added, New: v})
+			case v.Type == Special:
+				out = append(out, Change{Path: b.Path, Action: Deleted, Old: b})
+			case !SameContent(b, v):
+				out = append(out, Change{Path: b.Path, Action: Modified, Old: b, New: v})
+			}
+			i++
+			j++
+		}
+	}
+	return out
+}
+
+// Select returns the changes matched by sels (all of them when sels is
+// empty), plus every change that a selected one needs to be applicable on its
+// own: the creation of a directory above a selected path.
+func Select(changes []Change, sels Selectors) []Change {
+	if len(sels) == 0 {
+		return changes
+	}
+	byPath := make(map[string]int, len(changes))
+	for i := range changes {
+		byPath[changes[i].Path] = i
+	}
+	keep := make([]bool, len(changes))
+	for i := range changes {
+		if !sels.Match(changes[i].Path) {
+			continue
+		}
+		keep[i] = true
+		for p := Parent(changes[i].Path); p != "."; p = Parent(p) {
+			k, ok := byPath[p]
+			if !ok {
+				continue
+			}
+			if c := &changes[k]; c.New != nil && c.New.Type == Dir && (c.Old == nil || c.Old.Type != Dir) {
+				keep[k] = true
+			}
+		}
+	}
+	var out []Change
+	for i := range changes {
+		if keep[i] {
+			out = append(out, changes[i])
+		}
+	}
+	return out
+}
+
+// ChangesetDigest is the digest of a change set: every change's path, action
+// and both sides' type, permission bits and content. It binds an apply to
+// what was reviewed.
+func ChangesetDigest(changes []Change) string {
+	h := sha256.New()
+	var buf []byte
+	side := func(e *Entry) {
+		if e == nil {
+			buf = append(buf, 0)
+			return
+		}
+		buf = append(buf, byte(e.Type))
+		buf = binary.AppendUvarint(buf, uint64(e.Perm))
+		switch e.Type {
+		case File:
+			buf = appendString(buf, e.Digest)
+		case Symlink:
+			buf = appendString(buf, e.Target)
+		}
+	}
+	for i := range changes {
+		c := &changes[i]
+		buf = buf[:0]
+		buf = appendString(buf, c.Path)
+		buf = append(buf, byte(c.Action))
+		side(c.Old)
+		side(c.New)
+		h.Write(buf)
+	}
+	return fmt.Sprintf("sha256:%x", h.Sum(nil))
+}
+
+// Result returns the entries of base with changes folded in: what the
+// surface holds after the change set is applied. Stat tuples of changed
+// entries are those of the view.
+func Result(base []Entry, changes []Change) []Entry {
+	byPath := make(map[string]*Change, len(changes))
+	for i := range changes {
+		byPath[changes[i].Path] = &changes[i]
+	}
+	out := make([]Entry, 0, len(base)+len(changes))
+	for _, e := range base {
+		if c, ok := byPath[e.Path]; ok {
+			if c.New != nil {
+				out = append(out, *c.New)
+			}
+			delete(byPath, e.Path)
+			continue
+		}
+		out = append(out, e)
+	}
+	for _, c := range byPath {
+		if c.New != nil {
+			out = append(out, *c.New)
+		}
+	}
+	SortEntries(out)
+	return out
+}
+
+// Counts tallies a change set by action.
+type Counts struct {
+	Added    int `json:"added"`
+	Modified int `json:"modified"`
+	Deleted  int `json:"deleted"`
+}
+
+// Count returns the counts of changes.
+func Count(changes []Change) Counts {
+	var c Counts
+	for i := range changes {
+		switch changes[i].Action {
+		case Added:
+			c.Added++
+		case Modified:
+			c.Modified++
+		case Deleted:
+			c.Deleted++
+		}
+	}
+	return c
+}
+
+// SortChanges sorts changes by path, bytewise.
+func SortChanges(cs []Change) {
+	sort.Slice(cs, func(i, j int) bool { return cs[i].Path < cs[j].Path })
+}

@@ -1,0 +1,268 @@
+package tree
+
+import (
+	"bufio"
+	"bytes"
+	"crypto/sha256"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"sort"
+)
+
+// RacyMargin is how close (in ns) to the manifest's fence a workspace time
+// must be for a matching stat tuple to prove nothing: an edit in the same
+// timestamp granule as the recording leaves the tuple unchanged. Two seconds
+// covers filesystems with coarse (1 s, 2 s) timestamps.
+const RacyMargin = int64(2e9)
+
+// Manifest is the base of a stage: the sorted entries of its surface as they
+// were when the stage opened.
+type Manifest struct {
+	// Fence is a filesystem time (ns) taken after every workspace entry was
+	// recorded. Workspace tuples within RacyMargin of it are racy.
+	Fence int64
+	// ViewFence is a time on the view's filesystem taken after every view
+	// tuple was recorded and strictly after all of them; view tuples whose
+	// ctime is not below it are racy.
+	ViewFence int64
+	// Entries are sorted by path, bytewise.
+	Entries []Entry
+}
+
+// Lookup returns the entry for p, or nil.
+func (m *Manifest) Lookup(p string) *Entry {
+	i := sort.Search(len(m.Entries), func(i int) bool { return m.Entries[i].Path >= p })
+	if i < len(m.Entries) && m.Entries[i].Path == p {
+		return &m.Entries[i]
+	}
+	return nil
+}
+
+// WSRacy reports whether e's workspace tuple cannot prove e unchanged.
+func (m *Manifest) WSRacy(e *Entry) bool {
+	return e.WS.Ctime >= m.Fence-RacyMargin || e.WS.Mtime >= m.Fence-RacyMargin
+}
+
+// ViewRacy reports whether e's view tuple cannot prove e unchanged.
+func (m *Manifest) ViewRacy(e *Entry) bool {
+	return e.View.Ctime >= m.ViewFence || e.View.Mtime >= m.ViewFence
+}
+
+// Children returns the entries directly beneath dir ("." for the root).
+func (m *Manifest) Children(dir string) []*Entry {
+	var out []*Entry
+	prefix := dir + "/"
+	if dir == "." {
+		prefix = ""
+	}
+	i := sort.Search(len(m.Entries), func(i int) bool { return m.Entries[i].Path >= prefix })
+	for ; i < len(m.Entries); i++ {
+		p := m.Entries[i].Path
+		if len(p) < len(prefix) || p[:len(prefix)] != prefix {
+			break
+		}
+		rest := p[len(prefix):]
+		if rest != "" && !bytes.ContainsRune([]byte(rest), '/') {
+			out = append(out, &m.Entries[i])
+		}
+	}
+	return out
+}
+
+// Digest is the digest of the surface's content: every path with its type,
+// permission bits and digest or link target, in order. Two manifests of the
+// same content have the same digest whatever their stat tuples.
+func Digest(entries []Entry) string {
+	h := sha256.New()
+	var buf []byte
+	for i := range entries {
+		e := &entries[i]
+		buf = buf[:0]
+		buf = appendString(buf, e.Path)
+		buf = append(buf, byte(e.Type))
+		buf = binary.AppendUvarint(buf, uint64(e.Perm))
+		switch e.Type {
+		case File:
+			buf = appendString(buf, e.Digest)
+		case Symlink:
+			buf = appendString(buf, e.Target)
+		}
+		h.Write(buf)
+	}
+	return fmt.Sprintf("sha256:%x", h.Sum(nil))
+}
+
+const (
+	manifestMagic   = "WTXM"
+	manifestVersion = 1
+)
+
+// ErrCorrupt is returned by Decode for a manifest that fails its checksum or
+// does not parse.
+var ErrCorrupt = errors.New("manifest is corrupt")
+
+// Encode writes m in wtx's manifest format: a magic and version, the fences,
+// length-prefixed entries, and a SHA-256 trailer over everything before it.
+func Encode(w io.Writer, m *Manifest) error {
+	h := sha256.New()
+	bw := bufio.NewWriterSize(io.MultiWriter(w, h), 1<<16)
+	var buf []byte
+	buf = append(buf, manifestMagic...)
+	buf = append(buf, manifestVersion)
+	buf = binary.AppendVarint(buf, m.Fence)
+	buf = binary.AppendVarint(buf, m.ViewFence)
+	buf = binary.AppendUvarint(buf, uint64(len(m.Entries)))
+	if _, err := bw.Write(buf); err != nil {
+		return err
+	}
+	for i := range m.Entries {
+		e := &m.Entries[i]
+		buf = buf[:0]
+		buf = appendString(buf, e.Path)
+		buf = append(buf, byte(e.Type))
+		buf = binary.AppendUvarint(buf, uint64(e.Perm))
+		buf = binary.AppendVarint(buf, e.Size)
+		buf = appendString(buf, e.Digest)
+		buf = appendString(buf, e.Target)
+		buf = appendStat(buf, e.WS)
+		buf = appendStat(buf, e.View)
+		if _, err := bw.Write(buf); err != nil {
+			return err
+		}
+	}
+	if err := bw.Flush(); err != nil {
+		return err
+	}
+	_, err := w.Write(h.Sum(nil))
+	return err
+}
+
+// Decode reads a manifest written by Encode. Any damage yields an error
+// wrapping ErrCorrupt; entries must be strictly sorted.
+func Decode(data []byte) (*Manifest, error) {
+	if len(data) < len(manifestMagic)+1+sha256.Size {
+		return nil, fmt.Errorf("%w: too short", ErrCorrupt)
+	}
+	body, sum := data[:len(data)-sha256.Size], data[len(data)-sha256.Size:]
+	if got := sha256.Sum256(body); !bytes.Equal(got[:], sum) {
+		return nil, fmt.Errorf("%w: checksum mismatch", ErrCorrupt)
+	}
+	if string(body[:4]) != manifestMagic {
+		return nil, fmt.Errorf("%w: bad magic", ErrCorrupt)
+	}
+	if body[4] != manifestVersion {
+		return nil, fmt.Errorf("%w: unknown version %d", ErrCorrupt, body[4])
+	}
+	d := decoder{b: body[5:]}
+	m := &Manifest{Fence: d.varint(), ViewFence: d.varint()}
+	n := d.uvarint()
+	if d.err == nil && n > uint64(len(d.b)) {
+		d.err = errors.New("entry count exceeds data")
+	}
+	if d.err == nil {
+		m.Entries = make([]Entry, 0, n)
+	}
+	for i := uint64(0); i < n && d.err == nil; i++ {
+		var e Entry
+		e.Path = d.string()
+		e.Type = Type(d.byte())
+		e.Perm = uint32(d.uvarint())
+		e.Size = d.varint()
+		e.Digest = d.string()
+		e.Target = d.string()
+		e.WS = d.stat()
+		e.View = d.stat()
+		if d.err == nil {
+			if e.Path == "" || e.Type == Absent || e.Type > Special {
+				d.err = fmt.Errorf("entry %d invalid", i)
+			} else if len(m.Entries) > 0 && m.Entries[len(m.Entries)-1].Path >= e.Path {
+				d.err = fmt.Errorf("entry %q out of order", e.Path)
+			}
+		}
+		m.Entries = append(m.Entries, e)
+	}
+	if d.err == nil && len(d.b) != 0 {
+		d.err = errors.New("trailing bytes")
+	}
+	if d.err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrCorrupt, d.err)
+	}
+	return m, nil
+}
+
+func appendString(b []byte, s string) []byte {
+	b = binary.AppendUvarint(b, uint64(len(s)))
+	return append(b, s...)
+}
+
+func appendStat(b []byte, s Stat) []byte {
+	b = binary.AppendUvarint(b, s.Ino)
+	b = binary.AppendUvarint(b, s.Dev)
+	b = binary.AppendVarint(b, s.Size)
+	b = binary.AppendVarint(b, s.Mtime)
+	return binary.AppendVarint(b, s.Ctime)
+}
+
+type decoder struct {
+	b   []byte
+	err error
+}
+
+func (d *decoder) uvarint() uint64 {
+	if d.err != nil {
+		return 0
+	}
+	v, n := binary.Uvarint(d.b)
+	if n <= 0 {
+		d.err = errors.New("bad uvarint")
+		return 0
+	}
+	d.b = d.b[n:]
+	return v
+}
+
+func (d *decoder) varint() int64 {
+	if d.err != nil {
+		return 0
+	}
+	v, n := binary.Varint(d.b)
+	if n <= 0 {
+		d.err = errors.New("bad varint")
+		return 0
+	}
+	d.b = d.b[n:]
+	return v
+}
+
+func (d *decoder) byte() byte {
+	if d.err != nil {
+		return 0
+	}
+	if len(d.b) == 0 {
+		d.err = errors.New("unexpected end")
+		return 0
+	}
+	c := d.b[0]
+	d.b = d.b[1:]
+	return c
+}
+
+func (d *decoder) string() string {
+	n := d.uvarint()
+	if d.err != nil {
+		return ""
+	}
+	if n > uint64(len(d.b)) {
+		d.err = errors.New("string exceeds data")
+		return ""
+	}
+	s := string(d.b[:n])
+	d.b = d.b[n:]
+	return s
+}
+
+func (d *decoder) stat() Stat {
+	return Stat{Ino: d.uvarint(), Dev: d.uvarint(), Size: d.varint(), Mtime: d.varint(), Ctime: d.varint()}
+}

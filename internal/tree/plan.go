@@ -1,0 +1,90 @@
+package tree
+
+import "sort"
+
+// StepKind is what one step of a plan does to one path.
+type StepKind uint8
+
+// Step kinds, in the order a plan runs them.
+const (
+	// StepRemove removes a file or symlink (Old says which).
+	StepRemove StepKind = iota + 1
+	// StepRmdir removes an empty directory.
+	StepRmdir
+	// StepMkdir creates a directory, private at first; its final permission
+	// bits come with a StepDirPerm at the end of the plan.
+	StepMkdir
+	// StepWrite creates a file (Old nil) or replaces one (Old a file).
+	StepWrite
+	// StepSymlink creates a symlink (Old nil) or replaces one (Old a symlink).
+	StepSymlink
+	// StepChmod changes a file's permission bits and nothing else.
+	StepChmod
+	// StepDirPerm sets a directory's final permission bits.
+	StepDirPerm
+)
+
+// String names the step kind.
+func (k StepKind) String() string {
+	return [...]string{"?", "remove", "rmdir", "mkdir", "write", "symlink", "chmod", "dirperm"}[k]
+}
+
+// Step is one action of a plan on one path. Old is the entry the path must
+// hold right before the step (nil: absent); New is what it holds after.
+type Step struct {
+	Kind StepKind
+	Path string
+	Old  *Entry
+	New  *Entry
+}
+
+// Plan orders the steps that apply changes: removals deepest first, then
+// creations and replacements parents first, then directory permission bits
+// children first (so a read-only directory is closed only after its contents
+// are in place).
+func Plan(changes []Change) []Step {
+	cs := append([]Change(nil), changes...)
+	SortChanges(cs)
+	var removals, builds, perms []Step
+	for i := range cs {
+		c := &cs[i]
+		old, nw := c.Old, c.New
+		replaced := old != nil && (nw == nil || old.Type != nw.Type)
+		if replaced {
+			k := StepRemove
+			if old.Type == Dir {
+				k = StepRmdir
+			}
+			removals = append(removals, Step{Kind: k, Path: c.Path, Old: old})
+			old = nil
+		}
+		if nw == nil {
+			continue
+		}
+		switch nw.Type {
+		case Dir:
+			if old == nil {
+				builds = append(builds, Step{Kind: StepMkdir, Path: c.Path, New: nw})
+				perms = append(perms, Step{Kind: StepDirPerm, Path: c.Path, Old: nw, New: nw})
+			} else if old.Perm != nw.Perm {
+				perms = append(perms, Step{Kind: StepDirPerm, Path: c.Path, Old: old, New: nw})
+			}
+		case File:
+			if old != nil && old.Digest == nw.Digest {
+				if old.Perm != nw.Perm {
+					builds = append(builds, Step{Kind: StepChmod, Path: c.Path, Old: old, New: nw})
+				}
+			} else {
+				builds = append(builds, Step{Kind: StepWrite, Path: c.Path, Old: old, New: nw})
+			}
+		case Symlink:
+			builds = append(builds, Step{Kind: StepSymlink, Path: c.Path, Old: old, New: nw})
+		}
+	}
+	sort.SliceStable(removals, func(i, j int) bool { return removals[i].Path > removals[j].Path })
+	sort.SliceStable(perms, func(i, j int) bool { return perms[i].Path > perms[j].Path })
+	out := make([]Step, 0, len(removals)+len(builds)+len(perms))
+	out = append(out, removals...)
+	out = append(out, builds...)
+	return append(out, perms...)
+}

@@ -1,0 +1,52 @@
+package wtx
+
+import (
+	"log/slog"
+	"time"
+)
+
+// Options configure a Workspace. The library reads no environment variable
+// and no configuration file: the caller (the wtx command) fills these in.
+type Options struct {
+	// StateDir is the state root: an absolute path outside the workspace.
+	// Required.
+	StateDir string
+	// Home is the user's home directory; it is refused as a workspace.
+	Home string
+	// Logger receives diagnostics; nil discards them.
+	Logger *slog.Logger
+	// Now returns the current time; nil means time.Now.
+	Now func() time.Time
+}
+
+// BeginOptions configure a new stage.
+type BeginOptions struct {
+	// Name is an optional name, unique among the workspace's open stages.
+	Name string
+	// Exclude selectors are left out of the view and never applied.
+	Exclude []string
+	// Share selectors are seen by the view as the workspace's own copy and
+	// written through, untransacted. Needs a backend that can bind them.
+	Share []string
+	// Protect selectors make an apply that touches them need Approve.
+	Protect []string
+	// Backend is "auto" (or empty), "overlay", "clone" or "copy".
+	Backend string
+	// Progress, if set, is called while the view is made with the number of
+	// entries staged so far.
+	Progress func(done int)
+}
+
+// ApplyOptions select what an apply writes and which checks it relaxes.
+type ApplyOptions struct {
+	// Paths are selectors; empty means the whole change set.
+	Paths []string
+	// Approve allows changes to protected paths.
+	Approve bool
+	// DryRun runs every check and reports what would be written, writing
+	// nothing.
+	DryRun bool
+	// Expect, when set, is the changeset digest the caller reviewed; the
+	// apply is refused if the selected change set no longer has it.
+	Expect string
+}

@@ -1,0 +1,160 @@
+package wtx
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+
+	"github.com/wtx-dev/wtx/internal/tree"
+)
+
+// RunOptions wire a command run in a stage to its caller.
+type RunOptions struct {
+	Stdin          io.Reader
+	Stdout, Stderr io.Writer
+	// Env is the command's environment (wtx adds WTX_TX and WTX_WORKSPACE).
+	Env []string
+	// Signals received here are forwarded to the command while it runs.
+	Signals <-chan os.Signal
+}
+
+// RunResult reports a command run in a stage.
+type RunResult struct {
+	// ExitCode is the command's exit status; 128+N when signal N killed it.
+	ExitCode int
+	// Signal names the signal that killed the command, if one did.
+	Signal string
+	// Changes is the stage's whole change set after the command.
+	Changes *ChangeSet
+	// Receipt records the run.
+	Receipt *Receipt
+}
+
+// LookCommand checks that name can be run in a stage of workspace: a name
+// without a slash is looked up in PATH; one with a slash is taken relative
+// to the workspace (the view holds the same file).
+func LookCommand(workspace, name string) error {
+	if name == "" {
+		return errorf(CodeUsage, "no command given")
+	}
+	var path string
+	if !strings.Contains(name, "/") {
+		p, err := exec.LookPath(name)
+		if err != nil {
+			if errors.Is(err, exec.ErrNotFound) || errors.Is(err, fs.ErrNotExist) {
+				return &Error{Code: CodeCommandNotFound, Message: fmt.Sprintf("command %q not found in PATH", name), Err: err}
+			}
+			return &Error{Code: CodeCommandNotExecutable, Message: fmt.Sprintf("command %q cannot be run: %v", name, err), Err: err}
+		}
+		path = p
+	} else if filepath.IsAbs(name) {
+		path = name
+	} else {
+		path = filepath.Join(workspace, name)
+	}
+	fi, err := os.Stat(path)
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return &Error{Code: CodeCommandNotFound, Message: fmt.Sprintf("command %q not found", name), Err: err}
+		}
+		return &Error{Code: CodeCommandNotExecutable, Message: fmt.Sprintf("command %q cannot be run: %v", name, err), Err: err}
+	}
+	if fi.IsDir() || fi.Mode().Perm()&0o111 == 0 {
+		return &Error{Code: CodeCommandNotExecutable, Message: fmt.Sprintf("command %q is not executable", name)}
+	}
+	return nil
+}
+
+// Run runs argv inside the stage's view, forwarding signals, and records a
+// run receipt with the change set it left. A command that cannot be started
+// gives an *Error (not-found.command or precondition.command-not-executable);
+// a command that ran and failed is not an error: see RunResult.ExitCode.
+func (s *Stage) Run(ctx context.Context, argv []string, opts RunOptions) (*RunResult, error) {
+	if len(argv) == 0 {
+		return nil, errorf(CodeUsage, "no command given")
+	}
+	if err := s.checkUsable(); err != nil {
+		return nil, err
+	}
+	v, err := s.view(ctx)
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.Command(argv[0], argv[1:]...)
+	cmd.Err = nil // resolved below, relative to the view
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = opts.Stdin, opts.Stdout, opts.Stderr
+	cmd.Env = append(append([]string(nil), opts.Env...), "WTX_TX="+s.ID(), "WTX_WORKSPACE="+s.ws.path)
+	if err := v.Prepare(cmd); err != nil {
+		v.Close()
+		return nil, AsError(err)
+	}
+	if !strings.Contains(argv[0], "/") {
+		if p, err := exec.LookPath(argv[0]); err == nil {
+			cmd.Path = p
+		}
+	}
+	if err := cmd.Start(); err != nil {
+		v.Close()
+		switch {
+		case errors.Is(err, exec.ErrNotFound), errors.Is(err, fs.ErrNotExist):
+			return nil, &Error{Code: CodeCommandNotFound, Message: fmt.Sprintf("command %q not found", argv[0]), Err: err}
+		default:
+			return nil, &Error{Code: CodeCommandNotExecutable, Message: fmt.Sprintf("command %q cannot be run: %v", argv[0], err), Err: err}
+		}
+	}
+	done := make(chan struct{})
+	go func() {
+		for {
+			select {
+			case sig := <-opts.Signals:
+				cmd.Process.Signal(sig)
+			case <-done:
+				return
+			}
+		}
+	}()
+	werr := cmd.Wait()
+	close(done)
+	v.Close()
+	res := &RunResult{}
+	if werr != nil {
+		var ee *exec.ExitError
+		if !errors.As(werr, &ee) {
+			return nil, AsError(werr)
+		}
+	}
+	ps := cmd.ProcessState
+	res.ExitCode = ps.ExitCode()
+	if ws, ok := ps.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+		res.Signal = ws.Signal().String()
+		res.ExitCode = 128 + int(ws.Signal())
+	}
+	cs, err := s.Changes(ctx, nil)
+	if err != nil {
+		return nil, err
+	}
+	res.Changes = cs
+	r := s.newReceipt("run", cs)
+	r.Command = append([]string(nil), argv...)
+	code := res.ExitCode
+	r.ExitCode = &code
+	view := make([]tree.Entry, 0, len(cs.view))
+	for _, e := range cs.view {
+		if e.Type != tree.Special {
+			view = append(view, e)
+		}
+	}
+	r.ResultDigest = tree.Digest(view)
+	if err := s.ws.storeReceipt(ctx, &r); err != nil {
+		return nil, err
+	}
+	res.Receipt = &r
+	return res, nil
+}

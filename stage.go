@@ -1,0 +1,301 @@
+package wtx
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"time"
+
+	"github.com/wtx-dev/wtx/internal/fsx"
+	"github.com/wtx-dev/wtx/internal/stage"
+	"github.com/wtx-dev/wtx/internal/state"
+	"github.com/wtx-dev/wtx/internal/tree"
+)
+
+// Stage states.
+const (
+	StateOpen    = "open"    // commands may run in it and it may be applied
+	StateApplied = "applied" // its whole change set landed; it is settled
+	StateDropped = "dropped" // discarded; it can never be applied
+)
+
+// BackendSkip says why a faster backend was not used for a stage.
+type BackendSkip struct {
+	Backend string `json:"backend"`
+	Reason  string `json:"reason"`
+}
+
+// stageConfig is what a stage keeps about how it was opened.
+type stageConfig struct {
+	Exclude []string      `json:"exclude,omitempty"`
+	Share   []string      `json:"share,omitempty"`
+	Protect []string      `json:"protect,omitempty"`
+	Skipped []BackendSkip `json:"skipped,omitempty"`
+	Ops     []string      `json:"ops,omitempty"`
+}
+
+// Stage is one transaction over a workspace.
+type Stage struct {
+	ws      *Workspace
+	row     state.Stage
+	cfg     stageConfig
+	exclude tree.Selectors
+	protect tree.Selectors
+}
+
+func (w *Workspace) stageFromRow(r state.Stage) (*Stage, error) {
+	s := &Stage{ws: w, row: r}
+	if len(r.Config) > 0 {
+		if err := json.Unmarshal(r.Config, &s.cfg); err != nil {
+			return nil, &Error{Code: CodeInternal, Message: fmt.Sprintf("stage %s: damaged configuration: %v", r.ID, err)}
+		}
+	}
+	var err error
+	if s.exclude, err = tree.ParseSelectors(s.cfg.Exclude); err != nil {
+		return nil, &Error{Code: CodeInternal, Message: fmt.Sprintf("stage %s: %v", r.ID, err)}
+	}
+	if s.protect, err = tree.ParseSelectors(s.cfg.Protect); err != nil {
+		return nil, &Error{Code: CodeInternal, Message: fmt.Sprintf("stage %s: %v", r.ID, err)}
+	}
+	return s, nil
+}
+
+// ID is the stage id, tx-YYYYMMDDTHHMMSSZ-xxxxxxxx.
+func (s *Stage) ID() string { return s.row.ID }
+
+// Name is the stage's name, or "".
+func (s *Stage) Name() string { return s.row.Name }
+
+// State is StateOpen, StateApplied or StateDropped.
+func (s *Stage) State() string { return s.row.State }
+
+// Backend names the staging backend.
+func (s *Stage) Backend() string { return s.row.Backend }
+
+// Created is when the stage opened.
+func (s *Stage) Created() time.Time { return s.row.CreatedAt }
+
+// BaseDigest is the digest of the surface as it was when the stage opened.
+func (s *Stage) BaseDigest() string { return s.row.BaseDigest }
+
+// Exclude, Share and Protect return the stage's selectors.
+func (s *Stage) Exclude() []string { return s.cfg.Exclude }
+
+// Share returns the stage's shared selectors.
+func (s *Stage) Share() []string { return s.cfg.Share }
+
+// Protect returns the stage's protected selectors.
+func (s *Stage) Protect() []string { return s.cfg.Protect }
+
+// Skipped says why faster backends were not used.
+func (s *Stage) Skipped() []BackendSkip { return s.cfg.Skipped }
+
+// Workspace returns the stage's workspace.
+func (s *Stage) Workspace() *Workspace { return s.ws }
+
+var nameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`)
+
+// Begin opens a new stage: it stages the workspace's surface with the chosen
+// backend and records the base manifest.
+func (w *Workspace) Begin(ctx context.Context, opts BeginOptions) (*Stage, error) {
+	if opts.Name != "" {
+		if !nameRE.MatchString(opts.Name) || (len(opts.Name) > 3 && opts.Name[:3] == "tx-") {
+			return nil, errorf(CodeUsage, "stage name %q: use 1-64 letters, digits, '.', '_' or '-', not starting with 'tx-'", opts.Name)
+		}
+	}
+	exclude, err := tree.ParseSelectors(opts.Exclude)
+	if err != nil {
+		return nil, &Error{Code: CodeUsage, Message: "--exclude: " + err.Error()}
+	}
+	share, err := tree.ParseSelectors(opts.Share)
+	if err != nil {
+		return nil, &Error{Code: CodeUsage, Message: "--share: " + err.Error()}
+	}
+	if _, err := tree.ParseSelectors(opts.Protect); err != nil {
+		return nil, &Error{Code: CodeUsage, Message: "--protect: " + err.Error()}
+	}
+	backend, skipped, err := chooseBackend(ctx, opts.Backend, w.path, w.stateDir)
+	if err != nil {
+		return nil, err
+	}
+	now := w.now().UTC()
+	id := newID("tx", now)
+	dir := w.stageDir(id)
+	if err := os.Mkdir(dir, 0o700); err != nil {
+		return nil, AsError(err)
+	}
+	ok := false
+	defer func() {
+		if !ok {
+			removeStageDir(dir)
+		}
+	}()
+	view, m, err := backend.Open(ctx, stage.OpenRequest{
+		Workspace: w.path, Dir: dir, Exclude: exclude, Share: share, Progress: opts.Progress,
+	})
+	if err != nil {
+		return nil, stagingError(err)
+	}
+	view.Close()
+	if err := writeManifest(dir, m); err != nil {
+		return nil, AsError(err)
+	}
+	cfg := stageConfig{Exclude: exclude.Strings(), Share: share.Strings(), Protect: opts.Protect, Skipped: skipped}
+	raw, err := json.Marshal(cfg)
+	if err != nil {
+		return nil, AsError(err)
+	}
+	row := state.Stage{ID: id, WorkspaceID: w.id, Name: opts.Name, Backend: backend.Name(), State: StateOpen,
+		BaseDigest: tree.Digest(m.Entries), Config: raw, CreatedAt: now, UpdatedAt: now}
+	if err := w.db.InsertStage(ctx, row); err != nil {
+		if errors.Is(err, state.ErrNameTaken) {
+			return nil, errorf(CodeNameTaken, "an open stage of this workspace is already named %q", opts.Name)
+		}
+		return nil, AsError(err)
+	}
+	ok = true
+	return w.stageFromRow(row)
+}
+
+func stagingError(err error) error {
+	var e *Error
+	switch {
+	case errors.As(err, &e):
+		return e
+	case errors.Is(err, stage.ErrSpecial):
+		return &Error{Code: CodeSpecialFile, Message: err.Error(), Err: err}
+	case errors.Is(err, stage.ErrUnstable):
+		return &Error{Code: CodeUnstable, Message: err.Error() + "; try again when it is quiet", Err: err}
+	case errors.Is(err, stage.ErrUnsupported):
+		return &Error{Code: CodeUnsupported, Message: err.Error(), Err: err}
+	case errors.Is(err, fsx.ErrCrossDevice):
+		return &Error{Code: CodeMountPoint, Message: err.Error() + "; leave it out with --exclude", Err: err}
+	}
+	return AsError(fmt.Errorf("stage the workspace: %w", err))
+}
+
+// chooseBackend picks the backend for name ("auto" or "" for the first that
+// works here) and says why faster ones were skipped.
+func chooseBackend(ctx context.Context, name, workspace, stateDir string) (stage.Backend, []BackendSkip, error) {
+	all := stage.Backends()
+	if name == "" || name == "auto" {
+		var skipped []BackendSkip
+		for _, b := range all {
+			if err := b.Probe(ctx, workspace, stateDir); err != nil {
+				skipped = append(skipped, BackendSkip{Backend: b.Name(), Reason: err.Error()})
+				continue
+			}
+			return b, skipped, nil
+		}
+		return nil, skipped, errorf(CodeUnsupported, "no staging backend works here")
+	}
+	for _, b := range all {
+		if b.Name() == name {
+			if err := b.Probe(ctx, workspace, stateDir); err != nil {
+				return nil, nil, &Error{Code: CodeUnsupported, Message: fmt.Sprintf("backend %s cannot stage %s: %v", name, workspace, err), Err: err}
+			}
+			return b, nil, nil
+		}
+	}
+	for _, known := range []string{"overlay", "clone", "copy"} {
+		if name == known {
+			return nil, nil, errorf(CodeUnsupported, "backend %s is not available in this build of wtx on this platform", name)
+		}
+	}
+	return nil, nil, errorf(CodeUsage, "unknown backend %q: use auto, overlay, clone or copy", name)
+}
+
+func manifestPath(dir string) string { return filepath.Join(dir, "base.manifest") }
+
+func writeManifest(dir string, m *tree.Manifest) error {
+	var buf bytes.Buffer
+	if err := tree.Encode(&buf, m); err != nil {
+		return err
+	}
+	return fsx.WriteFileAtomic(manifestPath(dir), buf.Bytes(), 0o600)
+}
+
+func (s *Stage) manifest() (*tree.Manifest, error) {
+	data, err := os.ReadFile(manifestPath(s.ws.stageDir(s.ID())))
+	if err != nil {
+		return nil, AsError(fmt.Errorf("stage %s: read base manifest: %w", s.ID(), err))
+	}
+	m, err := tree.Decode(data)
+	if err != nil {
+		return nil, &Error{Code: CodeInternal, Message: fmt.Sprintf("stage %s: %v", s.ID(), err), Err: err}
+	}
+	return m, nil
+}
+
+func (s *Stage) backend() (stage.Backend, error) {
+	for _, b := range stage.Backends() {
+		if b.Name() == s.row.Backend {
+			return b, nil
+		}
+	}
+	return nil, errorf(CodeUnsupported, "stage %s uses backend %s, which this build of wtx lacks", s.ID(), s.row.Backend)
+}
+
+func (s *Stage) view(ctx context.Context) (stage.View, error) {
+	b, err := s.backend()
+	if err != nil {
+		return nil, err
+	}
+	v, err := b.Attach(ctx, s.ws.path, s.ws.stageDir(s.ID()))
+	if err != nil {
+		return nil, AsError(fmt.Errorf("stage %s: open view: %w", s.ID(), err))
+	}
+	return v, nil
+}
+
+// checkUsable refuses work on a stage that was dropped or settled.
+func (s *Stage) checkUsable() error {
+	switch s.row.State {
+	case StateDropped:
+		return &Error{Code: CodeDropped, Message: fmt.Sprintf("stage %s was dropped; nothing of it can be applied", s.ID()),
+			Repairs: []Repair{{Action: "begin", Detail: "start a new stage", Command: "wtx run -- CMD"}}}
+	case StateApplied:
+		return errorf(CodeStageSettled, "stage %s is settled: its whole change set was applied", s.ID())
+	}
+	return nil
+}
+
+// Drop discards the stage: its view is removed and it can never be applied.
+// The workspace is not touched.
+func (s *Stage) Drop(ctx context.Context) error {
+	if s.row.State == StateDropped {
+		return nil
+	}
+	unlock, err := s.ws.lock(ctx)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	s.row.State = StateDropped
+	s.row.UpdatedAt = s.ws.now().UTC()
+	if err := s.ws.db.UpdateStage(ctx, s.row); err != nil {
+		return AsError(err)
+	}
+	removeStageDir(s.ws.stageDir(s.ID()))
+	return nil
+}
+
+// removeStageDir deletes a stage directory even where the view holds
+// read-only directories.
+func removeStageDir(dir string) {
+	if err := os.RemoveAll(dir); err == nil {
+		return
+	}
+	filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
+		if err == nil && d.IsDir() {
+			os.Chmod(p, 0o700)
+		}
+		return nil
+	})
+	os.RemoveAll(dir)
+}

@@ -1,0 +1,83 @@
+package wtx
+
+import (
+	"context"
+	"time"
+
+	"github.com/wtx-dev/wtx/internal/fsx"
+)
+
+// Status describes one stage.
+type Status struct {
+	Tx               string        `json:"tx"`
+	Name             string        `json:"name,omitempty"`
+	State            string        `json:"state"`
+	Backend          string        `json:"backend"`
+	Skipped          []BackendSkip `json:"backend_skipped"`
+	View             string        `json:"view"` // "frozen" (copy, clone) or "live" (overlay)
+	Created          time.Time     `json:"created"`
+	Exclude          []string      `json:"exclude"`
+	Share            []string      `json:"share"`
+	Protect          []string      `json:"protect"`
+	Counts           Counts        `json:"counts"`
+	ChangesetDigest  string        `json:"changeset_digest"`
+	Changes          []Change      `json:"changes"`
+	Drift            []Conflict    `json:"drift"`
+	StaleReads       []Conflict    `json:"stale_reads"`
+	Special          []string      `json:"special"`
+	Ops              []string      `json:"ops"`
+	NotTransactional []string      `json:"not_transactional"`
+}
+
+// Status reports the stage: its change set (restricted to paths when
+// given), and drift: changed paths whose workspace copy moved since the
+// stage opened, which an apply would refuse.
+func (s *Stage) Status(ctx context.Context, paths []string) (*Status, error) {
+	st := &Status{
+		Tx: s.ID(), Name: s.Name(), State: s.State(), Backend: s.Backend(), Skipped: nonNil(s.cfg.Skipped),
+		View: "frozen", Created: s.Created(), Exclude: nonNil(s.cfg.Exclude), Share: nonNil(s.cfg.Share),
+		Protect: nonNil(s.cfg.Protect), Drift: []Conflict{}, StaleReads: []Conflict{}, Special: []string{},
+		NotTransactional: s.notTransactional(),
+	}
+	ops, err := s.ws.db.ListOps(ctx, s.ws.id)
+	if err != nil {
+		return nil, AsError(err)
+	}
+	st.Ops = []string{}
+	for _, o := range ops {
+		if o.StageID == s.ID() {
+			st.Ops = append(st.Ops, o.ID)
+		}
+	}
+	if s.State() == StateDropped {
+		st.Changes = []Change{}
+		return st, nil
+	}
+	cs, err := s.Changes(ctx, paths)
+	if err != nil {
+		return nil, err
+	}
+	st.Changes, st.Counts, st.ChangesetDigest, st.Special = cs.Changes, cs.Counts, cs.Digest, nonNil(cs.Special)
+	if len(cs.changes) == 0 {
+		return st, nil
+	}
+	root, err := fsx.OpenRoot(s.ws.path)
+	if err != nil {
+		return nil, AsError(err)
+	}
+	defer root.Close()
+	a := &applier{ws: s.ws, root: root, base: cs.base, ident: map[string]fsx.Stat{}, readOnly: true}
+	_, _, conflicts, err := a.check(ctx, cs.changes)
+	if err != nil {
+		return nil, err
+	}
+	st.Drift = append(st.Drift, conflicts...)
+	return st, nil
+}
+
+func nonNil[T any](s []T) []T {
+	if s == nil {
+		return []T{}
+	}
+	return s
+}

@@ -1,0 +1,283 @@
+package wtx
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/wtx-dev/wtx/internal/blob"
+	"github.com/wtx-dev/wtx/internal/state"
+)
+
+// Workspace is an opened workspace: the real directory plus wtx's state
+// about it. Methods are safe to call from one goroutine at a time; separate
+// processes coordinate through the state database and the workspace lock.
+type Workspace struct {
+	path     string
+	id       string
+	stateDir string
+	db       *state.DB
+	blobs    *blob.Store
+	log      *slog.Logger
+	now      func() time.Time
+}
+
+// Open checks the preconditions of SPEC §2 and opens the state root for the
+// workspace at dir. Nothing is written anywhere before the checks pass, and
+// nothing is ever written inside the workspace by Open.
+func Open(ctx context.Context, dir string, opts Options) (*Workspace, error) {
+	path, err := canonicalWorkspace(dir, opts.Home)
+	if err != nil {
+		return nil, err
+	}
+	if opts.StateDir == "" || !filepath.IsAbs(opts.StateDir) {
+		return nil, errorf(CodeUsage, "state root %q must be an absolute path", opts.StateDir)
+	}
+	stateDir, err := canonicalMaybeMissing(opts.StateDir)
+	if err != nil {
+		return nil, AsError(err)
+	}
+	if within(stateDir, path) {
+		return nil, &Error{Code: CodeStateInWorkspace,
+			Message: fmt.Sprintf("state root %s is inside the workspace %s: wtx never writes into the workspace; set WTX_STATE_DIR to a directory outside it", stateDir, path)}
+	}
+	if within(path, stateDir) {
+		return nil, &Error{Code: CodeStateInWorkspace,
+			Message: fmt.Sprintf("workspace %s is inside the state root %s", path, stateDir)}
+	}
+	for _, d := range []string{stateDir, filepath.Join(stateDir, "stages"), filepath.Join(stateDir, "workspaces")} {
+		if err := os.MkdirAll(d, 0o700); err != nil {
+			return nil, AsError(fmt.Errorf("create state root: %w", err))
+		}
+	}
+	db, err := state.Open(ctx, filepath.Join(stateDir, "wtx.db"))
+	if err != nil {
+		return nil, AsError(err)
+	}
+	blobs, err := blob.Open(stateDir)
+	if err != nil {
+		db.Close()
+		return nil, AsError(err)
+	}
+	w := &Workspace{
+		path:     path,
+		id:       workspaceID(path),
+		stateDir: stateDir,
+		db:       db,
+		blobs:    blobs,
+		log:      opts.Logger,
+		now:      opts.Now,
+	}
+	if w.log == nil {
+		w.log = slog.New(slog.DiscardHandler)
+	}
+	if w.now == nil {
+		w.now = time.Now
+	}
+	if err := os.MkdirAll(w.workspaceStateDir(), 0o700); err != nil {
+		db.Close()
+		return nil, AsError(err)
+	}
+	if _, err := db.EnsureWorkspace(ctx, w.id, path, w.now().UTC()); err != nil {
+		db.Close()
+		return nil, AsError(err)
+	}
+	return w, nil
+}
+
+// Close releases the state database.
+func (w *Workspace) Close() error { return w.db.Close() }
+
+// Path is the workspace's canonical absolute path.
+func (w *Workspace) Path() string { return w.path }
+
+// StateDir is the canonical state root.
+func (w *Workspace) StateDir() string { return w.stateDir }
+
+func (w *Workspace) workspaceStateDir() string {
+	return filepath.Join(w.stateDir, "workspaces", w.id)
+}
+
+func (w *Workspace) stageDir(id string) string {
+	return filepath.Join(w.stateDir, "stages", id)
+}
+
+func workspaceID(path string) string {
+	sum := sha256.Sum256([]byte(path))
+	return hex.EncodeToString(sum[:8])
+}
+
+// canonicalWorkspace makes dir absolute with symlinks resolved and checks
+// it may be a workspace.
+func canonicalWorkspace(dir, home string) (string, error) {
+	if dir == "" {
+		return "", errorf(CodeUsage, "no workspace directory given")
+	}
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return "", AsError(err)
+	}
+	path, err := filepath.EvalSymlinks(abs)
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return "", &Error{Code: CodeWorkspaceMissing, Message: fmt.Sprintf("workspace %s does not exist", abs), Err: err}
+		}
+		return "", &Error{Code: CodeNotDir, Message: fmt.Sprintf("workspace %s: %v", abs, err), Err: err}
+	}
+	fi, err := os.Stat(path)
+	if err != nil {
+		return "", AsError(err)
+	}
+	if !fi.IsDir() {
+		return "", errorf(CodeNotDir, "workspace %s is not a directory", path)
+	}
+	if path == "/" {
+		return "", errorf(CodeWorkspaceForbidden, "refusing / as a workspace: pick the project directory")
+	}
+	if home != "" {
+		if h, err := filepath.EvalSymlinks(home); err == nil && h == path {
+			return "", errorf(CodeWorkspaceForbidden, "refusing the home directory %s as a workspace: pick the project directory", path)
+		}
+	}
+	return path, nil
+}
+
+// canonicalMaybeMissing resolves symlinks in the longest existing prefix of
+// an absolute path and appends the rest.
+func canonicalMaybeMissing(p string) (string, error) {
+	p = filepath.Clean(p)
+	var rest []string
+	for cur := p; ; {
+		if r, err := filepath.EvalSymlinks(cur); err == nil {
+			return filepath.Join(append([]string{r}, rest...)...), nil
+		} else if !errors.Is(err, fs.ErrNotExist) {
+			return "", err
+		}
+		parent := filepath.Dir(cur)
+		if parent == cur {
+			return p, nil
+		}
+		rest = append([]string{filepath.Base(cur)}, rest...)
+		cur = parent
+	}
+}
+
+// within reports whether p is dir or beneath it.
+func within(p, dir string) bool {
+	if p == dir {
+		return true
+	}
+	if dir == "/" {
+		return true
+	}
+	return strings.HasPrefix(p, dir+string(filepath.Separator))
+}
+
+// newID returns prefix-YYYYMMDDTHHMMSSZ-xxxxxxxx.
+func newID(prefix string, now time.Time) string {
+	var b [4]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		panic(err)
+	}
+	return fmt.Sprintf("%s-%s-%s", prefix, now.UTC().Format("20060102T150405Z"), hex.EncodeToString(b[:]))
+}
+
+// Stages lists the workspace's stages, oldest first.
+func (w *Workspace) Stages(ctx context.Context) ([]*Stage, error) {
+	rows, err := w.db.ListStages(ctx, w.id)
+	if err != nil {
+		return nil, AsError(err)
+	}
+	out := make([]*Stage, 0, len(rows))
+	for _, r := range rows {
+		s, err := w.stageFromRow(r)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, s)
+	}
+	return out, nil
+}
+
+// Stage finds a stage by id, unique id prefix or name. An empty ref means
+// the workspace's only open stage.
+func (w *Workspace) Stage(ctx context.Context, ref string) (*Stage, error) {
+	all, err := w.Stages(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if ref == "" {
+		var open []*Stage
+		for _, s := range all {
+			if s.State() == StateOpen {
+				open = append(open, s)
+			}
+		}
+		switch len(open) {
+		case 0:
+			return nil, errorf(CodeNoStage, "workspace %s has no open stage; start one with 'wtx run -- CMD' or 'wtx begin'", w.path)
+		case 1:
+			return open[0], nil
+		}
+		return nil, ambiguous("", open)
+	}
+	for _, s := range all {
+		if s.ID() == ref {
+			return s, nil
+		}
+	}
+	var named []*Stage
+	for _, s := range all {
+		if s.Name() == ref {
+			named = append(named, s)
+		}
+	}
+	if len(named) > 0 {
+		// A name may be reused once the stage that had it settled; the open
+		// one, else the newest, is meant.
+		for _, s := range named {
+			if s.State() == StateOpen {
+				return s, nil
+			}
+		}
+		return named[len(named)-1], nil
+	}
+	var prefixed []*Stage
+	for _, s := range all {
+		if strings.HasPrefix(s.ID(), ref) {
+			prefixed = append(prefixed, s)
+		}
+	}
+	switch len(prefixed) {
+	case 0:
+		return nil, errorf(CodeStageNotFound, "no stage %q in workspace %s (see 'wtx list')", ref, w.path)
+	case 1:
+		return prefixed[0], nil
+	}
+	return nil, ambiguous(ref, prefixed)
+}
+
+func ambiguous(ref string, ss []*Stage) *Error {
+	ids := make([]string, len(ss))
+	for i, s := range ss {
+		ids[i] = s.ID()
+		if s.Name() != "" {
+			ids[i] += " (" + s.Name() + ")"
+		}
+	}
+	what := "the workspace has several open stages"
+	if ref != "" {
+		what = fmt.Sprintf("%q matches several stages", ref)
+	}
+	return &Error{Code: CodeAmbiguousStage,
+		Message: fmt.Sprintf("%s; name one of: %s", what, strings.Join(ids, ", "))}
+}
