@@ -41,6 +41,10 @@ type ApplyResult struct {
 	Receipt *Receipt
 }
 
+// testHookStep, when set by a test, runs before each plan step; an error
+// makes that step fail.
+var testHookStep func(i int, st tree.Step) error
+
 // tempPrefix starts the name of every temporary file wtx makes in a
 // workspace directory while it applies.
 const tempPrefix = ".wtx-tmp-"
@@ -197,6 +201,9 @@ type applier struct {
 	// execute phase verifies it is the one it displaces.
 	ident map[string]fsx.Stat
 	trash []trashItem
+	// rmdirs holds the directories the plan removes: what is moved aside
+	// inside them is unlinked at once (it would keep them from going).
+	rmdirs map[string]bool
 	// readOnly makes the check phase hash instead of storing pre-images,
 	// and trust a stat tuple that proves a file unchanged (status).
 	readOnly bool
@@ -443,6 +450,12 @@ func sideDigest(e *tree.Entry) string {
 // first, and returns the error.
 func (a *applier) execute(ctx context.Context, steps []tree.Step) (err error) {
 	var undo []func() error
+	a.rmdirs = map[string]bool{}
+	for _, st := range steps {
+		if st.Kind == tree.StepRmdir {
+			a.rmdirs[st.Path] = true
+		}
+	}
 	touched := map[string]bool{}
 	defer func() {
 		if err == nil {
@@ -459,9 +472,14 @@ func (a *applier) execute(ctx context.Context, steps []tree.Step) (err error) {
 				Message: fmt.Sprintf("apply failed (%v) and could not be fully undone: %v", err, errors.Join(uerrs...))}
 		}
 	}()
-	for _, st := range steps {
+	for i, st := range steps {
 		if err := ctx.Err(); err != nil {
 			return err
+		}
+		if testHookStep != nil {
+			if err := testHookStep(i, st); err != nil {
+				return AsError(err)
+			}
 		}
 		u, err := a.step(st)
 		if err != nil {
@@ -484,7 +502,9 @@ func (a *applier) execute(ctx context.Context, steps []tree.Step) (err error) {
 	// Barrier: every touched directory is synced before success is told.
 	dirs := make([]string, 0, len(touched))
 	for d := range touched {
-		dirs = append(dirs, d)
+		if !a.rmdirs[d] {
+			dirs = append(dirs, d)
+		}
 	}
 	sort.Strings(dirs)
 	for _, rel := range dirs {
@@ -546,14 +566,8 @@ func (a *applier) step(st tree.Step) (func() error, error) {
 		}
 		return nil, err
 	}
+	defer d.Close()
 	name := tree.Base(st.Path)
-	closeD := true
-	defer func() {
-		if closeD {
-			d.Close()
-		}
-	}()
-	keep := func() { closeD = false } // the undo closure owns d now
 	switch st.Kind {
 	case tree.StepRemove, tree.StepRmdir:
 		cur, err := d.Lstat(name)
@@ -570,9 +584,8 @@ func (a *applier) step(st tree.Step) (func() error, error) {
 				}
 				return nil, err
 			}
-			keep()
 			perm := fs.FileMode(st.Old.Perm)
-			return func() error { defer d.Close(); return d.Mkdir(name, perm) }, nil
+			return a.undoIn(st.Path, func(d *fsx.Dir) error { return d.Mkdir(name, perm) }), nil
 		}
 		tmp := tempName()
 		if err := d.RenameNoReplace(name, d, tmp); err != nil {
@@ -583,14 +596,21 @@ func (a *applier) step(st tree.Step) (func() error, error) {
 			d.RenameNoReplace(tmp, d, name)
 			return nil, &Conflict{Path: st.Path, Kind: "modified"}
 		}
+		if a.rmdirs[tree.Parent(st.Path)] {
+			// Its directory goes too: the pre-image lives on in the blob
+			// store (files) or in the plan (symlinks).
+			if err := d.Unlink(tmp); err != nil {
+				d.RenameNoReplace(tmp, d, name)
+				return nil, err
+			}
+			return a.undoIn(st.Path, func(d *fsx.Dir) error { return a.restore(d, name, st.Old) }), nil
+		}
 		item := len(a.trash)
 		a.trash = append(a.trash, trashItem{dir: tree.Parent(st.Path), name: tmp, live: true})
-		keep()
-		return func() error {
-			defer d.Close()
+		return a.undoIn(st.Path, func(d *fsx.Dir) error {
 			a.trash[item].live = false
 			return d.RenameNoReplace(tmp, d, name)
-		}, nil
+		}), nil
 	case tree.StepMkdir:
 		if err := d.Mkdir(name, 0o700); err != nil {
 			if errors.Is(err, fs.ErrExist) {
@@ -598,8 +618,7 @@ func (a *applier) step(st tree.Step) (func() error, error) {
 			}
 			return nil, err
 		}
-		keep()
-		return func() error { defer d.Close(); return d.Rmdir(name) }, nil
+		return a.undoIn(st.Path, func(d *fsx.Dir) error { return d.Rmdir(name) }), nil
 	case tree.StepWrite, tree.StepSymlink:
 		tmp, err := a.makeTemp(d, st)
 		if err != nil {
@@ -613,11 +632,7 @@ func (a *applier) step(st tree.Step) (func() error, error) {
 				}
 				return nil, err
 			}
-			keep()
-			return func() error {
-				defer d.Close()
-				return d.Unlink(name)
-			}, nil
+			return a.undoIn(st.Path, func(d *fsx.Dir) error { return d.Unlink(name) }), nil
 		}
 		if err := d.Exchange(tmp, d, name); err != nil {
 			d.Unlink(tmp)
@@ -636,15 +651,13 @@ func (a *applier) step(st tree.Step) (func() error, error) {
 		}
 		item := len(a.trash)
 		a.trash = append(a.trash, trashItem{dir: tree.Parent(st.Path), name: tmp, live: true})
-		keep()
-		return func() error {
-			defer d.Close()
+		return a.undoIn(st.Path, func(d *fsx.Dir) error {
 			a.trash[item].live = false
 			if err := d.Exchange(tmp, d, name); err != nil {
 				return err
 			}
 			return d.Unlink(tmp)
-		}, nil
+		}), nil
 	case tree.StepChmod:
 		cur, err := d.Lstat(name)
 		if err != nil || !a.sameObject(st.Path, cur) {
@@ -653,9 +666,8 @@ func (a *applier) step(st tree.Step) (func() error, error) {
 		if err := d.Chmod(name, fs.FileMode(st.New.Perm)); err != nil {
 			return nil, err
 		}
-		keep()
 		old := fs.FileMode(st.Old.Perm)
-		return func() error { defer d.Close(); return d.Chmod(name, old) }, nil
+		return a.undoIn(st.Path, func(d *fsx.Dir) error { return d.Chmod(name, old) }), nil
 	case tree.StepDirPerm:
 		cur, err := d.Lstat(name)
 		if err != nil || !cur.Mode.IsDir() {
@@ -664,11 +676,39 @@ func (a *applier) step(st tree.Step) (func() error, error) {
 		if err := d.Chmod(name, fs.FileMode(st.New.Perm)); err != nil {
 			return nil, err
 		}
-		keep()
 		old := cur.Mode.Perm()
-		return func() error { defer d.Close(); return d.Chmod(name, old) }, nil
+		return a.undoIn(st.Path, func(d *fsx.Dir) error { return d.Chmod(name, old) }), nil
 	}
 	return nil, fmt.Errorf("unknown step %v", st.Kind)
+}
+
+// undoIn returns an undo action that runs fn on rel's parent directory,
+// opened afresh when the undo runs (an earlier undo may have recreated it).
+func (a *applier) undoIn(rel string, fn func(d *fsx.Dir) error) func() error {
+	return func() error {
+		d, err := a.root.OpenDir(tree.Parent(rel))
+		if err != nil {
+			return fmt.Errorf("undo %s: %w", rel, err)
+		}
+		defer d.Close()
+		if err := fn(d); err != nil {
+			return fmt.Errorf("undo %s: %w", rel, err)
+		}
+		return nil
+	}
+}
+
+// restore recreates a removed file or symlink from its pre-image.
+func (a *applier) restore(d *fsx.Dir, name string, old *tree.Entry) error {
+	tmp, err := a.makeTemp(d, tree.Step{Kind: map[tree.Type]tree.StepKind{tree.File: tree.StepWrite, tree.Symlink: tree.StepSymlink}[old.Type], New: old})
+	if err != nil {
+		return err
+	}
+	if err := d.RenameNoReplace(tmp, d, name); err != nil {
+		d.Unlink(tmp)
+		return err
+	}
+	return nil
 }
 
 // makeTemp writes the new content of st (a file's blob or a symlink) under

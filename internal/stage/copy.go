@@ -119,6 +119,13 @@ func (Copy) Open(ctx context.Context, req OpenRequest) (View, *tree.Manifest, er
 			return nil, nil, err
 		}
 	}
+	// The view's root gets the workspace root's bits (the stage directory
+	// around it stays private).
+	if rst, err := ws.Lstat("."); err == nil {
+		if err := os.Chmod(viewDir, rst.Mode.Perm()); err != nil {
+			return nil, nil, err
+		}
+	}
 	m := &tree.Manifest{Entries: make([]tree.Entry, len(entries))}
 	var maxView int64
 	for i, e := range entries {

@@ -1,0 +1,156 @@
+package wtx
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+	"testing"
+
+	"github.com/wtx-dev/wtx/internal/tree"
+)
+
+// snapshot describes a tree completely: type, permission bits, content or
+// link target of every path.
+func snapshot(t *testing.T, root string) string {
+	t.Helper()
+	var lines []string
+	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(root, p)
+		fi, err := os.Lstat(p)
+		if err != nil {
+			return err
+		}
+		line := fmt.Sprintf("%s %v", rel, fi.Mode())
+		switch {
+		case fi.Mode().IsRegular():
+			data, err := os.ReadFile(p)
+			if err != nil {
+				return err
+			}
+			line += fmt.Sprintf(" %q", data)
+		case fi.Mode()&fs.ModeSymlink != 0:
+			target, _ := os.Readlink(p)
+			line += " -> " + target
+		}
+		lines = append(lines, line)
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sort.Strings(lines)
+	return strings.Join(lines, "\n")
+}
+
+func buildTree(t *testing.T, root string) {
+	t.Helper()
+	for _, d := range []string{"keep", "gone/deep", "typechg", "mod"} {
+		if err := os.MkdirAll(filepath.Join(root, d), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	files := map[string]string{
+		"keep/a.txt": "a\n", "gone/x": "x\n", "gone/deep/y": "y\n", "typechg/f": "f\n",
+		"mod/m.txt": "one\ntwo\n", "mod/chmod.sh": "#!/bin/sh\n", "filedir": "becomes a dir\n",
+	}
+	for p, c := range files {
+		if err := os.WriteFile(filepath.Join(root, p), []byte(c), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Symlink("keep/a.txt", filepath.Join(root, "link")); err != nil {
+		t.Fatal(err)
+	}
+}
+
+const mixedScript = `set -e
+rm -rf gone
+rm -rf typechg && echo now-a-file > typechg
+rm filedir && mkdir filedir && echo inner > filedir/inner
+echo three >> mod/m.txt
+chmod +x mod/chmod.sh
+ln -sfn mod/m.txt link
+mkdir -p new/deeper && echo n > new/deeper/n.txt
+ln -s ../nowhere new/dangling
+`
+
+// TestApplyUndoesEveryFailedStep fails an apply at every step of a plan
+// that mixes every kind of step, and checks that each failure leaves the
+// workspace exactly as before, with no temporary files, and that the apply
+// then succeeds and yields the view.
+func TestApplyUndoesEveryFailedStep(t *testing.T) {
+	if _, err := exec.LookPath("sh"); err != nil {
+		t.Skip("needs sh")
+	}
+	ctx := context.Background()
+	work, state := t.TempDir(), t.TempDir()
+	buildTree(t, work)
+	before := snapshot(t, work)
+	ws, err := Open(ctx, work, Options{StateDir: state})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ws.Close()
+	st, err := ws.Begin(ctx, BeginOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := st.Run(ctx, []string{"sh", "-c", mixedScript}, RunOptions{})
+	if err != nil || res.ExitCode != 0 {
+		t.Fatalf("run: %v, exit %v", err, res)
+	}
+	v, err := st.view(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	after := snapshot(t, v.Root())
+	steps := -1
+	testHookStep = func(i int, s tree.Step) error {
+		if i >= steps {
+			steps = i + 1
+		}
+		return nil
+	}
+	// Count the steps with a dry pass: the hook sees all of them on a
+	// successful apply, so fail at n for n = 0, 1, … until one succeeds.
+	defer func() { testHookStep = nil }()
+	injected := errors.New("injected failure")
+	for n := 0; ; n++ {
+		testHookStep = func(i int, s tree.Step) error {
+			if i == n {
+				return injected
+			}
+			return nil
+		}
+		_, err := st.Apply(ctx, ApplyOptions{})
+		if err == nil {
+			if n < 10 {
+				t.Fatalf("plan has only %d steps; the fixture should exercise more", n)
+			}
+			t.Logf("failed at each of %d steps, then applied", n)
+			break
+		}
+		if !errors.Is(err, injected) {
+			t.Fatalf("step %d: unexpected error %v", n, err)
+		}
+		if got := snapshot(t, work); got != before {
+			t.Fatalf("failure at step %d left the workspace changed:\n%s\nwant:\n%s", n, got, before)
+		}
+	}
+	if got := snapshot(t, work); got != after {
+		t.Fatalf("after apply the workspace differs from the view:\n%s\nview:\n%s", got, after)
+	}
+	if bytes.Contains([]byte(snapshot(t, work)), []byte(tempPrefix)) {
+		t.Fatal("temporary files left in the workspace")
+	}
+}
