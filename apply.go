@@ -2,8 +2,6 @@ package wtx
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -14,7 +12,9 @@ import (
 	"syscall"
 
 	"github.com/wtx-dev/wtx/internal/blob"
+	"github.com/wtx-dev/wtx/internal/failpoint"
 	"github.com/wtx-dev/wtx/internal/fsx"
+	"github.com/wtx-dev/wtx/internal/journal"
 	"github.com/wtx-dev/wtx/internal/state"
 	"github.com/wtx-dev/wtx/internal/tree"
 )
@@ -158,7 +158,11 @@ func (s *Stage) Apply(ctx context.Context, opts ApplyOptions) (res *ApplyResult,
 		return res, nil
 	}
 	opID := newID("op", s.ws.now())
-	if err := a.execute(ctx, tree.Plan(todo)); err != nil {
+	rec, err := s.opRecord(opID, cs, opts, res, todo, already)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.ws.commitOp(ctx, a, rec, todo); err != nil {
 		return nil, err
 	}
 	if err := s.advanceBase(ctx, cs, append(todo, already...)); err != nil {
@@ -166,11 +170,7 @@ func (s *Stage) Apply(ctx context.Context, opts ApplyOptions) (res *ApplyResult,
 	}
 	res.OpID = opID
 	res.Settled = s.row.State == StateApplied
-	rc, err := s.ws.recordApply(ctx, s, opID, cs, opts, res)
-	if err != nil {
-		return nil, err
-	}
-	res.Receipt = rc
+	res.Receipt = &rec.Receipt
 	return res, nil
 }
 
@@ -310,6 +310,9 @@ func (a *applier) current(ctx context.Context, rel string, selected map[string]*
 			if created(tree.Parent(rel), selected) {
 				return nil, false, nil
 			}
+			if c, ok := selected[rel]; ok && c.New == nil {
+				return nil, false, nil // its directory is gone, and so is it
+			}
 			return nil, false, &Conflict{Path: rel, Kind: "deleted", Detail: "its directory was removed outside the stage"}
 		case errors.Is(err, fsx.ErrNotDir), errors.Is(err, syscall.ENOTDIR):
 			if created(tree.Parent(rel), selected) {
@@ -448,14 +451,8 @@ func sideDigest(e *tree.Entry) string {
 
 // execute runs the plan. On any failure it undoes what it did, newest
 // first, and returns the error.
-func (a *applier) execute(ctx context.Context, steps []tree.Step) (err error) {
+func (a *applier) execute(ctx context.Context, recs []journal.Record) (err error) {
 	var undo []func() error
-	a.rmdirs = map[string]bool{}
-	for _, st := range steps {
-		if st.Kind == tree.StepRmdir {
-			a.rmdirs[st.Path] = true
-		}
-	}
 	touched := map[string]bool{}
 	defer func() {
 		if err == nil {
@@ -472,7 +469,8 @@ func (a *applier) execute(ctx context.Context, steps []tree.Step) (err error) {
 				Message: fmt.Sprintf("apply failed (%v) and could not be fully undone: %v", err, errors.Join(uerrs...))}
 		}
 	}()
-	for i, st := range steps {
+	for i, r := range recs {
+		st := r.Step
 		if err := ctx.Err(); err != nil {
 			return err
 		}
@@ -481,7 +479,9 @@ func (a *applier) execute(ctx context.Context, steps []tree.Step) (err error) {
 				return AsError(err)
 			}
 		}
-		u, err := a.step(st)
+		failpoint.Hit("apply:step")
+		u, err := a.step(r)
+		failpoint.Hit("apply:step-done")
 		if err != nil {
 			var cf *Conflict
 			if errors.As(err, &cf) {
@@ -518,7 +518,12 @@ func (a *applier) execute(ctx context.Context, steps []tree.Step) (err error) {
 			return AsError(fmt.Errorf("sync %s: %w", rel, err))
 		}
 	}
-	// Committed: the displaced pre-images (kept in the blob store) go.
+	return nil
+}
+
+// cleanup removes the pre-images moved aside during execute; it runs once
+// the op is committed (their content is in the blob store).
+func (a *applier) cleanup() {
 	for _, t := range a.trash {
 		if !t.live {
 			continue
@@ -532,14 +537,8 @@ func (a *applier) execute(ctx context.Context, steps []tree.Step) (err error) {
 			d.Sync()
 			d.Close()
 		}
+		failpoint.Hit("apply:cleanup")
 	}
-	return nil
-}
-
-func tempName() string {
-	var b [8]byte
-	rand.Read(b[:])
-	return tempPrefix + hex.EncodeToString(b[:])
 }
 
 // sameObject reports whether st is the object the check phase saw at rel.
@@ -558,7 +557,8 @@ func (a *applier) sameObject(rel string, st fsx.Stat) bool {
 }
 
 // step performs one plan step and returns how to undo it.
-func (a *applier) step(st tree.Step) (func() error, error) {
+func (a *applier) step(r journal.Record) (func() error, error) {
+	st := r.Step
 	d, err := a.root.OpenDir(tree.Parent(st.Path))
 	if err != nil {
 		if errors.Is(err, fsx.ErrSymlink) {
@@ -587,16 +587,17 @@ func (a *applier) step(st tree.Step) (func() error, error) {
 			perm := fs.FileMode(st.Old.Perm)
 			return a.undoIn(st.Path, func(d *fsx.Dir) error { return d.Mkdir(name, perm) }), nil
 		}
-		tmp := tempName()
+		tmp := r.Tmp
 		if err := d.RenameNoReplace(name, d, tmp); err != nil {
 			return nil, err
 		}
+		failpoint.Hit("apply:moved-aside")
 		moved, err := d.Lstat(tmp)
 		if err != nil || !a.sameObject(st.Path, moved) {
 			d.RenameNoReplace(tmp, d, name)
 			return nil, &Conflict{Path: st.Path, Kind: "modified"}
 		}
-		if a.rmdirs[tree.Parent(st.Path)] {
+		if r.Unlink {
 			// Its directory goes too: the pre-image lives on in the blob
 			// store (files) or in the plan (symlinks).
 			if err := d.Unlink(tmp); err != nil {
@@ -620,10 +621,11 @@ func (a *applier) step(st tree.Step) (func() error, error) {
 		}
 		return a.undoIn(st.Path, func(d *fsx.Dir) error { return d.Rmdir(name) }), nil
 	case tree.StepWrite, tree.StepSymlink:
-		tmp, err := a.makeTemp(d, st)
+		tmp, err := a.makeTemp(d, st, r.Tmp)
 		if err != nil {
 			return nil, err
 		}
+		failpoint.Hit("apply:temp-written")
 		if st.Old == nil {
 			if err := d.RenameNoReplace(tmp, d, name); err != nil {
 				d.Unlink(tmp)
@@ -641,6 +643,7 @@ func (a *applier) step(st tree.Step) (func() error, error) {
 			}
 			return nil, err
 		}
+		failpoint.Hit("apply:exchanged")
 		displaced, err := d.Lstat(tmp)
 		if err != nil || !a.sameObject(st.Path, displaced) {
 			// Someone replaced the file between check and swap: put their
@@ -700,7 +703,7 @@ func (a *applier) undoIn(rel string, fn func(d *fsx.Dir) error) func() error {
 
 // restore recreates a removed file or symlink from its pre-image.
 func (a *applier) restore(d *fsx.Dir, name string, old *tree.Entry) error {
-	tmp, err := a.makeTemp(d, tree.Step{Kind: map[tree.Type]tree.StepKind{tree.File: tree.StepWrite, tree.Symlink: tree.StepSymlink}[old.Type], New: old})
+	tmp, err := a.makeTemp(d, tree.Step{Kind: map[tree.Type]tree.StepKind{tree.File: tree.StepWrite, tree.Symlink: tree.StepSymlink}[old.Type], New: old}, tempPrefix+"restore-")
 	if err != nil {
 		return err
 	}
@@ -713,9 +716,9 @@ func (a *applier) restore(d *fsx.Dir, name string, old *tree.Entry) error {
 
 // makeTemp writes the new content of st (a file's blob or a symlink) under
 // a fresh temporary name in d, durably, and returns the name.
-func (a *applier) makeTemp(d *fsx.Dir, st tree.Step) (string, error) {
+func (a *applier) makeTemp(d *fsx.Dir, st tree.Step, prefix string) (string, error) {
 	if st.Kind == tree.StepSymlink {
-		tmp := tempName()
+		tmp := prefix + "l"
 		if err := d.Symlink(st.New.Target, tmp); err != nil {
 			return "", err
 		}
@@ -726,7 +729,7 @@ func (a *applier) makeTemp(d *fsx.Dir, st tree.Step) (string, error) {
 		return "", err
 	}
 	defer src.Close()
-	f, tmp, err := d.CreateTemp(tempPrefix)
+	f, tmp, err := d.CreateTemp(prefix)
 	if err != nil {
 		return "", err
 	}
@@ -793,24 +796,74 @@ func (s *Stage) advanceBase(ctx context.Context, cs *ChangeSet, applied []tree.C
 	return nil
 }
 
-// opBody is what the ops table keeps about an apply.
+// opBody is what the ops table keeps about an op: enough to show it and to
+// undo it.
 type opBody struct {
-	Stage           string   `json:"stage"`
-	Paths           []string `json:"paths,omitempty"`
-	Written         []string `json:"written"`
-	ChangesetDigest string   `json:"changeset_digest"`
-	Changes         []Change `json:"changes"`
+	Stage           string     `json:"stage"`
+	Paths           []string   `json:"paths"`
+	Written         []string   `json:"written"`
+	ChangesetDigest string     `json:"changeset_digest"`
+	Changes         []opChange `json:"changes"`
+	// Undoes names the op an undo reversed.
+	Undoes string `json:"undoes,omitempty"`
 }
 
-func (w *Workspace) insertOp(ctx context.Context, s *Stage, opID string, cs *ChangeSet, opts ApplyOptions, res *ApplyResult) error {
-	body, err := json.Marshal(opBody{Stage: s.ID(), Paths: opts.Paths, Written: res.Written, ChangesetDigest: cs.Digest, Changes: cs.Changes})
+// opChange is one path an op wrote: its pre-image and post-image.
+type opChange struct {
+	Path string     `json:"path"`
+	Old  *entryJSON `json:"old"`
+	New  *entryJSON `json:"new"`
+}
+
+type entryJSON struct {
+	Type   string `json:"type"`
+	Perm   uint32 `json:"perm"`
+	Size   int64  `json:"size"`
+	Digest string `json:"digest,omitempty"`
+	Target string `json:"target,omitempty"`
+}
+
+func toEntryJSON(e *tree.Entry) *entryJSON {
+	if e == nil {
+		return nil
+	}
+	return &entryJSON{Type: e.Type.String(), Perm: e.Perm, Size: e.Size, Digest: e.Digest, Target: e.Target}
+}
+
+func fromEntryJSON(p string, j *entryJSON) *tree.Entry {
+	if j == nil {
+		return nil
+	}
+	t := map[string]tree.Type{"file": tree.File, "dir": tree.Dir, "symlink": tree.Symlink}[j.Type]
+	return &tree.Entry{Path: p, Type: t, Perm: j.Perm, Size: j.Size, Digest: j.Digest, Target: j.Target}
+}
+
+func opChanges(cs []tree.Change) []opChange {
+	out := make([]opChange, len(cs))
+	for i, c := range cs {
+		out[i] = opChange{Path: c.Path, Old: toEntryJSON(c.Old), New: toEntryJSON(c.New)}
+	}
+	return out
+}
+
+// opRecord prepares the op row and receipt of an apply before it runs, so
+// that they can travel in the journal.
+func (s *Stage) opRecord(opID string, cs *ChangeSet, opts ApplyOptions, res *ApplyResult, todo, already []tree.Change) (*opRecord, error) {
+	body, err := json.Marshal(opBody{Stage: s.ID(), Paths: nonNil(opts.Paths), Written: nonNil(res.Written),
+		ChangesetDigest: cs.Digest, Changes: opChanges(todo)})
 	if err != nil {
-		return AsError(err)
+		return nil, AsError(err)
 	}
-	if err := w.db.InsertOp(ctx, state.Op{ID: opID, WorkspaceID: w.id, StageID: s.ID(), Kind: "apply", State: "committed", Body: body, CreatedAt: w.now().UTC()}); err != nil {
-		return AsError(err)
-	}
-	return nil
+	now := s.ws.now().UTC()
+	r := s.newReceipt("apply", cs)
+	r.OpID = opID
+	r.Approved = opts.Approve
+	r.Paths = append(r.Paths, opts.Paths...)
+	r.ResultDigest = tree.Digest(tree.Result(cs.base.Entries, append(append([]tree.Change(nil), todo...), already...)))
+	return &opRecord{
+		Op:      state.Op{ID: opID, WorkspaceID: s.ws.id, StageID: s.ID(), Kind: "apply", State: "committed", Body: body, CreatedAt: now},
+		Receipt: r,
+	}, nil
 }
 
 func sameInode(fi os.FileInfo, st fsx.Stat) bool {

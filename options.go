@@ -17,6 +17,9 @@ type Options struct {
 	Logger *slog.Logger
 	// Now returns the current time; nil means time.Now.
 	Now func() time.Time
+	// NoRecover skips the recovery of interrupted applies that Open
+	// otherwise runs first (for a caller that recovers explicitly).
+	NoRecover bool
 }
 
 // BeginOptions configure a new stage.

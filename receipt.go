@@ -113,21 +113,6 @@ func (w *Workspace) storeReceipt(ctx context.Context, r *Receipt) error {
 	return nil
 }
 
-func (w *Workspace) recordApply(ctx context.Context, s *Stage, opID string, cs *ChangeSet, opts ApplyOptions, res *ApplyResult) (*Receipt, error) {
-	if err := w.insertOp(ctx, s, opID, cs, opts, res); err != nil {
-		return nil, err
-	}
-	r := s.newReceipt("apply", cs)
-	r.OpID = opID
-	r.Approved = opts.Approve
-	r.Paths = append(r.Paths, opts.Paths...)
-	r.ResultDigest = tree.Digest(cs.base.Entries)
-	if err := w.storeReceipt(ctx, &r); err != nil {
-		return nil, err
-	}
-	return &r, nil
-}
-
 // recordRefusal leaves a receipt for a refused apply; failing to write it
 // does not hide the refusal.
 func (w *Workspace) recordRefusal(ctx context.Context, s *Stage, cs *ChangeSet, opts ApplyOptions, e *Error) {

@@ -29,7 +29,13 @@ type Workspace struct {
 	blobs    *blob.Store
 	log      *slog.Logger
 	now      func() time.Time
+	// recovered reports what Open's recovery did, if it ran.
+	recovered *RecoverResult
 }
+
+// Recovered returns what Open's recovery of interrupted applies did, or nil
+// when there was nothing to recover.
+func (w *Workspace) Recovered() *RecoverResult { return w.recovered }
 
 // Open checks the preconditions of SPEC §2 and opens the state root for the
 // workspace at dir. Nothing is written anywhere before the checks pass, and
@@ -90,6 +96,21 @@ func Open(ctx context.Context, dir string, opts Options) (*Workspace, error) {
 	if _, err := db.EnsureWorkspace(ctx, w.id, path, w.now().UTC()); err != nil {
 		db.Close()
 		return nil, AsError(err)
+	}
+	if !opts.NoRecover && w.pendingRecovery() {
+		res, err := w.Recover(ctx, false)
+		if err != nil {
+			db.Close()
+			return nil, err
+		}
+		w.recovered = res
+		for _, op := range res.RolledForward {
+			if o, err := db.GetOp(ctx, op); err == nil && o.StageID != "" {
+				if err := w.catchUp(ctx, o.StageID); err != nil {
+					w.log.Warn("advance stage after recovery", "tx", o.StageID, "err", err)
+				}
+			}
+		}
 	}
 	return w, nil
 }

@@ -1,0 +1,114 @@
+package wtx
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"path/filepath"
+
+	"github.com/wtx-dev/wtx/internal/failpoint"
+	"github.com/wtx-dev/wtx/internal/journal"
+	"github.com/wtx-dev/wtx/internal/state"
+	"github.com/wtx-dev/wtx/internal/tree"
+)
+
+// opRecord is what an op leaves in the database; the journal carries it so
+// that recovery can record an op that committed just before a crash.
+type opRecord struct {
+	Op      state.Op `json:"op"`
+	Receipt Receipt  `json:"receipt"`
+}
+
+func (w *Workspace) journalDir() string {
+	return filepath.Join(w.workspaceStateDir(), "journal")
+}
+
+// commitOp runs the write-ahead protocol for changes, which a.check has
+// verified: journal the whole plan durably, execute it, sync, mark it
+// committed, clean up, record it, and drop the journal. On an error before
+// the commit marker everything done is undone and nothing is recorded.
+func (w *Workspace) commitOp(ctx context.Context, a *applier, rec *opRecord, changes []tree.Change) error {
+	steps := tree.Plan(changes)
+	a.rmdirs = map[string]bool{}
+	for _, st := range steps {
+		if st.Kind == tree.StepRmdir {
+			a.rmdirs[st.Path] = true
+		}
+	}
+	short := rec.Op.ID[len(rec.Op.ID)-8:]
+	recs := make([]journal.Record, len(steps))
+	for i, st := range steps {
+		r := journal.Record{Step: st, Tmp: fmt.Sprintf("%s%s-%d-", tempPrefix, short, i)}
+		if st.Kind == tree.StepRemove && a.rmdirs[tree.Parent(st.Path)] {
+			r.Unlink = true
+		}
+		if id, ok := a.ident[st.Path]; ok && st.Old != nil {
+			r.Ident = tree.Stat{Ino: id.Ino, Dev: id.Dev, Size: id.Size, Mtime: id.Mtime, Ctime: id.Ctime}
+		}
+		recs[i] = r
+	}
+	rec.Receipt.Digest = rec.Receipt.ComputeDigest()
+	body, err := json.Marshal(rec)
+	if err != nil {
+		return AsError(err)
+	}
+	j := &journal.Journal{OpID: rec.Op.ID, Kind: rec.Op.Kind, StageID: rec.Op.StageID, Workspace: w.path, Body: body, Records: recs}
+	failpoint.Hit("apply:before-journal")
+	if err := journal.Write(w.journalDir(), j); err != nil {
+		journal.Remove(w.journalDir(), rec.Op.ID)
+		return AsError(fmt.Errorf("write journal: %w", err))
+	}
+	failpoint.Hit("apply:journaled")
+	if err := a.execute(ctx, recs); err != nil {
+		var e *Error
+		if errors.As(err, &e) && e.Code == CodeInternal {
+			// Not fully undone: the journal stays for recovery.
+			return err
+		}
+		journal.Remove(w.journalDir(), rec.Op.ID)
+		return err
+	}
+	failpoint.Hit("apply:synced")
+	if err := journal.Commit(w.journalDir(), rec.Op.ID); err != nil {
+		// Without a durable marker the op is not committed: undo it.
+		if rerr := w.rollback(ctx, j); rerr != nil {
+			return AsError(fmt.Errorf("commit %s: %w; rollback: %v", rec.Op.ID, err, rerr))
+		}
+		journal.Remove(w.journalDir(), rec.Op.ID)
+		return AsError(fmt.Errorf("commit %s: %w", rec.Op.ID, err))
+	}
+	failpoint.Hit("apply:committed")
+	a.cleanup()
+	if err := w.recordOp(ctx, *rec); err != nil {
+		return err
+	}
+	failpoint.Hit("apply:recorded")
+	if err := journal.Remove(w.journalDir(), rec.Op.ID); err != nil {
+		return AsError(err)
+	}
+	failpoint.Hit("apply:done")
+	return nil
+}
+
+// recordOp inserts the op and its receipt unless they are already there.
+func (w *Workspace) recordOp(ctx context.Context, rec opRecord) error {
+	if _, err := w.db.GetOp(ctx, rec.Op.ID); err == nil {
+		return nil
+	}
+	body, err := json.Marshal(rec.Receipt)
+	if err != nil {
+		return AsError(err)
+	}
+	err = w.db.Tx(ctx, func(tx *state.Txn) error {
+		if err := tx.InsertOp(ctx, rec.Op); err != nil {
+			return err
+		}
+		return tx.InsertReceipt(ctx, state.Receipt{ID: rec.Receipt.ID, Kind: rec.Receipt.Kind, WorkspaceID: w.id,
+			StageID: rec.Receipt.Tx, OpID: rec.Op.ID, Body: body, CreatedAt: rec.Receipt.CreatedAt})
+	})
+	if err != nil {
+		return AsError(fmt.Errorf("record op %s: %w", rec.Op.ID, err))
+	}
+	return nil
+}

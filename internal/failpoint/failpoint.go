@@ -1,0 +1,10 @@
+// Package failpoint marks the points of the apply and recovery code where a
+// crash is tested. In an ordinary build Hit does nothing and costs a function
+// call; a build with the tag wtxfailpoint arms it from the environment:
+//
+//	WTX_FAILPOINT=N          crash (SIGKILL itself) at the N-th point hit
+//	WTX_FAILPOINT=name       crash at the first point with that name
+//	WTX_FAILPOINT_COUNT=FILE append one line per point hit to FILE
+//
+// so a test can count the points of an apply, then crash it at each one.
+package failpoint
