@@ -1,6 +1,8 @@
 package blob
 
 import (
+	"github.com/wtx-dev/wtx/internal/fsx"
+
 	"bytes"
 	"context"
 	"errors"
@@ -105,7 +107,7 @@ func (s *Store) Put(ctx context.Context, r io.Reader) (d Digest, n int64, err er
 		return "", 0, err
 	}
 	// fsync, not fdatasync: the mode change must be durable too.
-	if err = f.Sync(); err != nil {
+	if err = fsx.SyncFile(f); err != nil {
 		return "", 0, err
 	}
 	if err = f.Close(); err != nil {
@@ -336,7 +338,7 @@ func syncDir(dir string) error {
 	if err != nil {
 		return err
 	}
-	err = f.Sync()
+	err = fsx.SyncFile(f)
 	if errors.Is(err, syscall.EINVAL) || errors.Is(err, syscall.ENOTSUP) || errors.Is(err, errors.ErrUnsupported) {
 		err = nil
 	}

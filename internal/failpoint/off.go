@@ -7,3 +7,7 @@ const Enabled = false
 
 // Hit marks a crash point; it does nothing in an ordinary build.
 func Hit(name string) {}
+
+// Disabled reports whether a protection is switched off for a negative
+// control; never in an ordinary build.
+func Disabled(protection string) bool { return false }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 )
@@ -38,4 +39,17 @@ func Hit(name string) {
 		syscall.Kill(os.Getpid(), syscall.SIGKILL)
 		select {} // the signal is on its way
 	}
+}
+
+// Disabled reports whether WTX_DISABLE (a comma-separated list) switches off
+// protection, for the negative controls of the crash harnesses: "fsync"
+// makes every wtx fsync a no-op, "journal" skips the write-ahead journal,
+// "cas" skips the compare-and-swap check of an apply.
+func Disabled(protection string) bool {
+	for _, p := range strings.Split(os.Getenv("WTX_DISABLE"), ",") {
+		if p == protection {
+			return true
+		}
+	}
+	return false
 }

@@ -65,3 +65,12 @@ func SyncDir(path string) error {
 	}
 	return nil
 }
+
+// SyncFile flushes f's data and metadata to stable storage (F_FULLFSYNC on
+// darwin).
+func SyncFile(f *os.File) error {
+	if err := fsync(int(f.Fd())); err != nil {
+		return &fs.PathError{Op: "fsync", Path: f.Name(), Err: err}
+	}
+	return nil
+}
