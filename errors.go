@@ -42,6 +42,8 @@ const (
 	CodeIO                   = "io.error"
 	CodeInternal             = "internal"
 	CodeCommandNotExecutable = "precondition.command-not-executable"
+	CodeAlreadyUndone        = "precondition.already-undone"
+	CodeReceiptInvalid       = "precondition.receipt-invalid"
 )
 
 // Sentinel errors that callers branch on. Every *Error wraps the sentinel of

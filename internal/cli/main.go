@@ -47,6 +47,8 @@ type globals struct {
 	exitCode *int
 	// runCommand marks errors of wtx run, whose own failures exit 125.
 	runCommand bool
+	// noRecover keeps open from recovering (wtx recover does it itself).
+	noRecover bool
 }
 
 // Main runs wtx with args and returns the process exit status. It never
@@ -168,7 +170,19 @@ func (g *globals) open(ctx context.Context) (*wtx.Workspace, error) {
 	if err != nil {
 		return nil, err
 	}
-	return wtx.Open(ctx, dir, wtx.Options{StateDir: sd, Home: g.home()})
+	ws, err := wtx.Open(ctx, dir, wtx.Options{StateDir: sd, Home: g.home(), NoRecover: g.noRecover})
+	if err != nil {
+		return nil, err
+	}
+	if r := ws.Recovered(); r != nil {
+		for _, op := range r.RolledBack {
+			g.notice("wtx: an apply (%s) was interrupted; rolled it back: the workspace is as it was before it", op)
+		}
+		for _, op := range r.RolledForward {
+			g.notice("wtx: an apply (%s) was interrupted after it committed; finished it", op)
+		}
+	}
+	return ws, nil
 }
 
 // color reports whether stdout gets colour.
@@ -226,6 +240,11 @@ EXIT STATUS
 		newDiffCommand(g),
 		newApplyCommand(g),
 		newDropCommand(g),
+		newLogCommand(g),
+		newShowCommand(g),
+		newUndoCommand(g),
+		newRecoverCommand(g),
+		newReceiptCommand(g),
 	)
 	return root
 }

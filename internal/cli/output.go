@@ -53,3 +53,10 @@ func orEmpty[T any](s []T) []T {
 	}
 	return s
 }
+
+func writeJSONIndent(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetEscapeHTML(false)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}

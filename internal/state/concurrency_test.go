@@ -32,7 +32,7 @@ func counterRounds(ctx context.Context, path, tag string, rounds int, ready func
 		return err
 	}
 	defer db.Close()
-	if _, err := db.EnsureWorkspace(ctx, "ws", "/work/shared-ws", time.Now()); err != nil {
+	if _, err := db.EnsureWorkspace(ctx, "ws", "/projects/shared", time.Now()); err != nil {
 		return err
 	}
 	if ready != nil {
@@ -55,6 +55,9 @@ func counterRounds(ctx context.Context, path, tag string, rounds int, ready func
 		if err != nil {
 			return fmt.Errorf("%s round %d: %w", tag, i, err)
 		}
+		// A pause between commands, as between two wtx invocations, lets
+		// a waiting writer in.
+		time.Sleep(time.Millisecond)
 	}
 	return nil
 }
@@ -128,15 +131,17 @@ func TestTwoProcessesSerialize(t *testing.T) {
 		childDBEnv+"="+path, childRoundsEnv+"="+strconv.Itoa(rounds), childTagEnv+"=child")
 	out := make(chan []byte, 1)
 	errc := make(chan error, 1)
+	childDone := make(chan struct{})
 	go func() {
 		b, err := cmd.CombinedOutput()
 		out <- b
 		errc <- err
+		close(childDone)
 	}()
 	// Start together: wait until the child has the database open, then
 	// let both write.
 	parentErr := counterRounds(ctx, path, "parent", rounds, func() error {
-		if err := waitFor(path + ".ready"); err != nil {
+		if err := waitFor(path+".ready", childDone); err != nil {
 			return err
 		}
 		return os.WriteFile(path+".go", nil, 0o600)
@@ -160,17 +165,21 @@ func TestTwoProcessesSerialize(t *testing.T) {
 	}
 }
 
-// waitFor waits until the file at p exists.
-func waitFor(p string) error {
-	deadline := time.Now().Add(30 * time.Second)
+// waitFor waits until the file at p exists, giving up when abort is closed
+// or after half a minute.
+func waitFor(p string, abort <-chan struct{}) error {
+	timeout := time.After(30 * time.Second)
 	for {
 		if _, err := os.Stat(p); err == nil {
 			return nil
 		}
-		if time.Now().After(deadline) {
+		select {
+		case <-abort:
+			return fmt.Errorf("wait for %s: the other writer stopped", p)
+		case <-timeout:
 			return fmt.Errorf("wait for %s: timed out", p)
+		case <-time.After(5 * time.Millisecond):
 		}
-		time.Sleep(5 * time.Millisecond)
 	}
 }
 
@@ -188,7 +197,7 @@ func TestChildWriter(t *testing.T) {
 		if err := os.WriteFile(path+".ready", nil, 0o600); err != nil {
 			return err
 		}
-		return waitFor(path + ".go")
+		return waitFor(path+".go", nil)
 	})
 	if err != nil {
 		t.Fatal(err)

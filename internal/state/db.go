@@ -94,7 +94,8 @@ func dsn(p string, params ...string) string {
 // (its directory must exist), and brings its schema up to date. It refuses a
 // file that is not a wtx state database with an error wrapping [ErrForeign],
 // without changing that file, and a database whose schema is newer than this
-// binary knows with an error wrapping [ErrTooNew].
+// binary knows with an error wrapping [ErrTooNew]. Several processes may
+// open, and create, the same file at once.
 func Open(ctx context.Context, path string) (*DB, error) {
 	abs, err := filepath.Abs(path)
 	if err != nil {
@@ -104,12 +105,36 @@ func Open(ctx context.Context, path string) (*DB, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open state %s: %w", abs, err)
 	}
+	// While another process creates the database and switches it to WAL
+	// mode, SQLite can report it busy without waiting; such a collision
+	// happens once in the life of a file, so retry for a while.
+	deadline := time.Now().Add(busyTimeout * time.Millisecond)
+	delay := 2 * time.Millisecond
+	for {
+		db, err := open(ctx, abs, ms)
+		if err == nil {
+			return db, nil
+		}
+		if !errors.Is(err, ErrBusy) || time.Now().After(deadline) {
+			return nil, fmt.Errorf("open state %s: %w", abs, err)
+		}
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("open state %s: %w", abs, errors.Join(err, ctx.Err()))
+		case <-time.After(delay):
+		}
+		delay = min(2*delay, 100*time.Millisecond)
+	}
+}
+
+// open is one attempt of Open on the absolute path p.
+func open(ctx context.Context, p string, ms []migration) (*DB, error) {
 	// Check the file is ours before the real connection's pragmas switch
 	// it to WAL mode.
-	if err := probe(ctx, abs); err != nil {
-		return nil, fmt.Errorf("open state %s: %w", abs, err)
+	if err := probe(ctx, p); err != nil {
+		return nil, err
 	}
-	pool, err := sql.Open("sqlite", dsn(abs,
+	pool, err := sql.Open("sqlite", dsn(p,
 		"_pragma=journal_mode(WAL)",
 		"_pragma=synchronous(FULL)",
 		"_pragma=busy_timeout("+strconv.Itoa(busyTimeout)+")",
@@ -117,15 +142,15 @@ func Open(ctx context.Context, path string) (*DB, error) {
 		"_txlock=immediate",
 	))
 	if err != nil {
-		return nil, fmt.Errorf("open state %s: %w", abs, err)
+		return nil, err
 	}
 	// Each connection has its own page cache; a writer and a reader are
 	// enough for a command-line process.
 	pool.SetMaxOpenConns(2)
-	db := &DB{queries: queries{q: pool}, pool: pool, path: abs}
+	db := &DB{queries: queries{q: pool}, pool: pool, path: p}
 	if err := db.migrate(ctx, ms); err != nil {
 		pool.Close()
-		return nil, fmt.Errorf("open state %s: %w", abs, err)
+		return nil, err
 	}
 	return db, nil
 }
@@ -139,8 +164,14 @@ func probe(ctx context.Context, p string) error {
 		return err
 	}
 	defer pool.Close()
+	// One statement, so both answers come from the same snapshot of a
+	// database another process may be creating.
 	var id int64
-	if err := pool.QueryRowContext(ctx, "PRAGMA application_id").Scan(&id); err != nil {
+	var objects int
+	err = pool.QueryRowContext(ctx,
+		"SELECT (SELECT application_id FROM pragma_application_id()), (SELECT count(*) FROM sqlite_schema)").
+		Scan(&id, &objects)
+	if err != nil {
 		if isNotADB(err) {
 			return fmt.Errorf("%w: %w", ErrForeign, err)
 		}
@@ -152,12 +183,8 @@ func probe(ctx context.Context, p string) error {
 	case 0:
 		// A new database, or one interrupted before its first migration
 		// committed, has no tables yet.
-		var n int
-		if err := pool.QueryRowContext(ctx, "SELECT count(*) FROM sqlite_schema").Scan(&n); err != nil {
-			return classify(err)
-		}
-		if n > 0 {
-			return fmt.Errorf("%w: an SQLite database of another application (%d schema objects)", ErrForeign, n)
+		if objects > 0 {
+			return fmt.Errorf("%w: an SQLite database of another application (%d schema objects)", ErrForeign, objects)
 		}
 		return nil
 	default:
@@ -213,12 +240,12 @@ func (db *DB) migrate(ctx context.Context, ms []migration) error {
 			}
 			for _, s := range stmts {
 				if _, err := tx.q.ExecContext(ctx, s); err != nil {
-					return err
+					return classify(err)
 				}
 			}
 			_, err = tx.q.ExecContext(ctx, "INSERT INTO schema_migrations (version, applied_at) VALUES (?, ?)",
 				m.version, formatTime(time.Now()))
-			return err
+			return classify(err)
 		})
 		if err != nil {
 			return fmt.Errorf("migration %s: %w", m.name, err)

@@ -26,6 +26,7 @@ const (
 const (
 	ReceiptRun   = "run"
 	ReceiptApply = "apply"
+	ReceiptUndo  = "undo"
 )
 
 // A Workspace is a directory wtx manages.
@@ -62,7 +63,7 @@ type Op struct {
 // A Receipt is the durable record of a run or an apply.
 type Receipt struct {
 	ID          string
-	Kind        string // ReceiptRun or ReceiptApply
+	Kind        string // ReceiptRun, ReceiptApply or ReceiptUndo
 	WorkspaceID string
 	StageID     string
 	OpID        string // "" when no op was applied
@@ -195,7 +196,7 @@ func (q *queries) InsertStage(ctx context.Context, s Stage) error {
 		s.ID, s.WorkspaceID, nullable(s.Name), formatTime(s.CreatedAt), formatTime(updated),
 		s.Backend, s.State, cfg, nullable(s.BaseDigest))
 	if err != nil {
-		return fmt.Errorf("insert stage %s: %w", s.ID, classify(err))
+		return fmt.Errorf("insert stage %s: %w", s.ID, stageErr(s, classify(err)))
 	}
 	return nil
 }
@@ -220,7 +221,7 @@ func (q *queries) UpdateStage(ctx context.Context, s Stage) error {
 		"UPDATE stages SET name = ?, state = ?, base_digest = ?, config = ?, updated_at = ? WHERE id = ?",
 		nullable(s.Name), s.State, nullable(s.BaseDigest), cfg, formatTime(s.UpdatedAt), s.ID)
 	if err != nil {
-		return fmt.Errorf("update stage %s: %w", s.ID, classify(err))
+		return fmt.Errorf("update stage %s: %w", s.ID, stageErr(s, classify(err)))
 	}
 	if n, err := res.RowsAffected(); err != nil {
 		return fmt.Errorf("update stage %s: %w", s.ID, err)
@@ -228,6 +229,14 @@ func (q *queries) UpdateStage(ctx context.Context, s Stage) error {
 		return fmt.Errorf("update stage %s: %w", s.ID, ErrNotFound)
 	}
 	return nil
+}
+
+// stageErr states the name when err says it is taken.
+func stageErr(s Stage, err error) error {
+	if errors.Is(err, ErrNameTaken) {
+		return fmt.Errorf("name %q: %w", s.Name, ErrNameTaken)
+	}
+	return err
 }
 
 const stageColumns = "id, workspace_id, name, created_at, updated_at, backend, state, config, base_digest"
@@ -406,7 +415,7 @@ func checkReceipt(r Receipt) error {
 		return errors.New("stage id is required")
 	case r.CreatedAt.IsZero():
 		return errors.New("created time is required")
-	case r.Kind != ReceiptRun && r.Kind != ReceiptApply:
+	case r.Kind != ReceiptRun && r.Kind != ReceiptApply && r.Kind != ReceiptUndo:
 		return fmt.Errorf("unknown receipt kind %q", r.Kind)
 	}
 	return nil

@@ -14,7 +14,7 @@ var t0 = time.Date(2026, 11, 30, 8, 15, 0, 0, time.UTC)
 // seed records a workspace and returns its id.
 func seed(t *testing.T, db *DB, id string) string {
 	t.Helper()
-	if _, err := db.EnsureWorkspace(context.Background(), id, "/work/"+id, t0); err != nil {
+	if _, err := db.EnsureWorkspace(context.Background(), id, "/projects/"+id, t0); err != nil {
 		t.Fatal(err)
 	}
 	return id
@@ -31,15 +31,15 @@ func TestEnsureWorkspace(t *testing.T) {
 	ctx := context.Background()
 	db := openTest(t)
 	now := time.Date(2026, 1, 2, 3, 4, 5, 600, time.FixedZone("x", 3600))
-	w, err := db.EnsureWorkspace(ctx, "ws-1", "/home/u/proj", now)
+	w, err := db.EnsureWorkspace(ctx, "ws-1", "/projects/app", now)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if w.ID != "ws-1" || w.Path != "/home/u/proj" || !w.CreatedAt.Equal(now) || w.CreatedAt.Location() != time.UTC {
+	if w.ID != "ws-1" || w.Path != "/projects/app" || !w.CreatedAt.Equal(now) || w.CreatedAt.Location() != time.UTC {
 		t.Fatalf("EnsureWorkspace = %+v", w)
 	}
 	// The same path keeps its first id and time.
-	again, err := db.EnsureWorkspace(ctx, "ws-2", "/home/u/proj", now.Add(time.Hour))
+	again, err := db.EnsureWorkspace(ctx, "ws-2", "/projects/app", now.Add(time.Hour))
 	if err != nil {
 		t.Fatal(err)
 	}

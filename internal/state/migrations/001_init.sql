@@ -41,7 +41,7 @@ CREATE INDEX ops_by_stage ON ops(stage_id);
 
 CREATE TABLE receipts (
 	id           TEXT PRIMARY KEY,
-	kind         TEXT NOT NULL CHECK (kind IN ('run', 'apply')),
+	kind         TEXT NOT NULL CHECK (kind IN ('run', 'apply', 'undo')),
 	workspace_id TEXT NOT NULL REFERENCES workspaces(id),
 	stage_id     TEXT NOT NULL REFERENCES stages(id),
 	op_id        TEXT REFERENCES ops(id),

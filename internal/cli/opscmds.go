@@ -1,0 +1,227 @@
+package cli
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/wtx-dev/wtx"
+)
+
+func newLogCommand(g *globals) *cobra.Command {
+	return &cobra.Command{
+		Use:   "log",
+		Short: "List the ops applied to the workspace",
+		Long: `List the workspace's ops, oldest first: every apply and undo that wrote
+something, with its stage, age, number of paths written, and whether it was
+undone. 'wtx show OP' shows one as a diff; 'wtx undo OP' reverses it.`,
+		Args: cobra.NoArgs,
+		RunE: func(c *cobra.Command, args []string) error {
+			ctx := c.Context()
+			ws, err := g.open(ctx)
+			if err != nil {
+				return err
+			}
+			defer ws.Close()
+			ops, err := ws.Ops(ctx)
+			if err != nil {
+				return err
+			}
+			if g.json {
+				return g.emit("log", map[string]any{"workspace": ws.Path(), "ops": orEmpty(ops)})
+			}
+			if len(ops) == 0 {
+				g.notice("wtx: no ops in %s yet", ws.Path())
+				return nil
+			}
+			tw := tabwriter.NewWriter(g.io.Out, 0, 4, 2, ' ', 0)
+			fmt.Fprintln(tw, "OP\tKIND\tSTAGE\tAGE\tPATHS\tNOTE")
+			for _, op := range ops {
+				note := ""
+				switch {
+				case op.UndoneBy != "":
+					note = "undone by " + op.UndoneBy
+				case op.Undoes != "":
+					note = "undoes " + op.Undoes
+				}
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\n", op.ID, op.Kind, op.Tx, age(time.Since(op.Created)), len(op.Written), note)
+			}
+			return tw.Flush()
+		},
+	}
+}
+
+func newShowCommand(g *globals) *cobra.Command {
+	return &cobra.Command{
+		Use:   "show OP",
+		Short: "Show one op as a diff",
+		Long:  `Show op OP (an id or a unique prefix) as a git-style diff from what it replaced to what it wrote.`,
+		Args:  exactlyOne("op"),
+		RunE: func(c *cobra.Command, args []string) error {
+			ctx := c.Context()
+			ws, err := g.open(ctx)
+			if err != nil {
+				return err
+			}
+			defer ws.Close()
+			op, err := ws.Op(ctx, args[0])
+			if err != nil {
+				return err
+			}
+			if g.json {
+				return g.emit("show", map[string]any{"op": op, "op_id": op.ID, "changes": op.Changes})
+			}
+			return op.WriteDiff(g.io.Out, g.color())
+		},
+	}
+}
+
+func newUndoCommand(g *globals) *cobra.Command {
+	return &cobra.Command{
+		Use:   "undo OP",
+		Short: "Reverse an applied op",
+		Long: `Reverse op OP as a new op: every path it wrote gets back what it held
+before, all or nothing, through the same journaled protocol as an apply. If any
+of those paths changed since OP wrote it, nothing is changed and the paths are
+listed (exit 2).`,
+		Example: `  wtx log
+  wtx undo op-20261130T081500Z-1a2b3c4d`,
+		Args: exactlyOne("op"),
+		RunE: func(c *cobra.Command, args []string) error {
+			ctx := c.Context()
+			ws, err := g.open(ctx)
+			if err != nil {
+				return err
+			}
+			defer ws.Close()
+			res, err := ws.Undo(ctx, args[0])
+			if err != nil {
+				return err
+			}
+			if g.json {
+				return g.emit("undo", map[string]any{"op_id": res.OpID, "undoes": res.Undoes, "written": res.Written, "receipt": res.Receipt})
+			}
+			if res.OpID == "" {
+				g.notice("wtx: every path of %s already holds what it held before; nothing to undo", res.Undoes)
+				return nil
+			}
+			fmt.Fprintln(g.io.Out, res.OpID)
+			g.notice("wtx: undid %s (%d path(s)) as %s", res.Undoes, len(res.Written), res.OpID)
+			return nil
+		},
+	}
+}
+
+func newRecoverCommand(g *globals) *cobra.Command {
+	var rollback bool
+	cmd := &cobra.Command{
+		Use:   "recover [--rollback]",
+		Short: "Finish or roll back an apply a crash interrupted",
+		Long: `Every wtx command first finishes an apply that a crash interrupted (when it
+had committed) or rolls it back (when it had not). If a path changed after the
+crash, wtx does not overwrite it and stops with refusal.interrupted-apply.
+
+'wtx recover' tries again (after you have put such paths back). 'wtx recover
+--rollback' rolls back everything else and keeps the paths that changed after
+the crash as they are; their earlier content stays in the blob store.`,
+		Args: cobra.NoArgs,
+		RunE: func(c *cobra.Command, args []string) error {
+			ctx := c.Context()
+			g.noRecover = true
+			ws, err := g.open(ctx)
+			if err != nil {
+				return err
+			}
+			defer ws.Close()
+			res, err := ws.Recover(ctx, rollback)
+			if err != nil {
+				return err
+			}
+			if g.json {
+				return g.emit("recover", map[string]any{"recover": res})
+			}
+			if len(res.RolledBack)+len(res.RolledForward)+len(res.Discarded) == 0 {
+				g.notice("wtx: nothing to recover")
+			}
+			for _, op := range res.RolledBack {
+				fmt.Fprintf(g.io.Out, "rolled back %s\n", op)
+			}
+			for _, op := range res.RolledForward {
+				fmt.Fprintf(g.io.Out, "finished %s\n", op)
+			}
+			for _, k := range res.Kept {
+				fmt.Fprintf(g.io.Out, "kept %s as it is (%s)\n", k.Path, k.Detail)
+			}
+			return nil
+		},
+	}
+	cmd.Flags().BoolVar(&rollback, "rollback", false, "roll back, keeping paths that changed after the crash as they are")
+	return cmd
+}
+
+func newReceiptCommand(g *globals) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "receipt (OP | T)",
+		Short: "Print the receipt of an op or of a stage's latest run or apply",
+		Long: `Print a receipt as JSON: the op's receipt for an op id, or the latest receipt
+of stage T. 'wtx receipt verify FILE' checks a receipt file: every field is
+present and its digest matches its content.`,
+		Args: exactlyOne("op or stage"),
+		RunE: func(c *cobra.Command, args []string) error {
+			ctx := c.Context()
+			ws, err := g.open(ctx)
+			if err != nil {
+				return err
+			}
+			defer ws.Close()
+			r, err := ws.Receipt(ctx, args[0])
+			if err != nil {
+				return err
+			}
+			if g.json {
+				return g.emit("receipt", map[string]any{"receipt": r})
+			}
+			return writeJSONIndent(g.io.Out, r)
+		},
+	}
+	cmd.AddCommand(&cobra.Command{
+		Use:   "verify FILE",
+		Short: "Check a receipt file (- for stdin)",
+		Args:  exactlyOne("file"),
+		RunE: func(c *cobra.Command, args []string) error {
+			var data []byte
+			var err error
+			if args[0] == "-" {
+				data, err = io.ReadAll(g.io.In)
+			} else {
+				data, err = os.ReadFile(args[0])
+			}
+			if err != nil {
+				return wtx.AsError(err)
+			}
+			r, err := wtx.VerifyReceipt(data)
+			if err != nil {
+				return err
+			}
+			if g.json {
+				return g.emit("receipt verify", map[string]any{"receipt_id": r.ID, "valid": true})
+			}
+			fmt.Fprintf(g.io.Out, "receipt %s is complete and its digest matches\n", r.ID)
+			return nil
+		},
+	})
+	return cmd
+}
+
+func exactlyOne(what string) cobra.PositionalArgs {
+	return func(cmd *cobra.Command, args []string) error {
+		if len(args) != 1 {
+			return usageError{msg: fmt.Sprintf("%s takes exactly one %s, got %d arguments", cmd.Name(), what, len(args))}
+		}
+		return nil
+	}
+}
