@@ -142,6 +142,15 @@ func (s *Stage) Apply(ctx context.Context, opts ApplyOptions) (res *ApplyResult,
 	if len(conflicts) > 0 {
 		return nil, conflictError(s, conflicts)
 	}
+	if !opts.IgnoreStaleReads {
+		stale, err := s.staleReads(ctx, root, cs.all)
+		if err != nil {
+			return nil, err
+		}
+		if len(stale) > 0 {
+			return nil, staleReadError(s, stale)
+		}
+	}
 	for _, c := range already {
 		res.AlreadyApplied = append(res.AlreadyApplied, c.Path)
 	}
@@ -307,6 +316,9 @@ func (a *applier) current(ctx context.Context, rel string, selected map[string]*
 	if err != nil {
 		switch {
 		case errors.Is(err, fsx.ErrSymlink):
+			if created(tree.Parent(rel), selected) {
+				return nil, false, nil // the link goes first, then the directory is made
+			}
 			return nil, false, &Conflict{Path: rel, Kind: "symlink", Detail: "a directory above it is now a symlink"}
 		case errors.Is(err, fsx.ErrCrossDevice):
 			return nil, false, &Conflict{Path: rel, Kind: "boundary", Detail: "a directory above it is now a mount point"}
@@ -321,6 +333,9 @@ func (a *applier) current(ctx context.Context, rel string, selected map[string]*
 		case errors.Is(err, fsx.ErrNotDir), errors.Is(err, syscall.ENOTDIR):
 			if created(tree.Parent(rel), selected) {
 				return nil, false, nil
+			}
+			if c, ok := selected[rel]; ok && c.New == nil {
+				return nil, false, nil // its directory is no longer one, and so it is gone
 			}
 			return nil, false, &Conflict{Path: rel, Kind: "type-changed", Detail: "a directory above it is no longer a directory"}
 		}

@@ -80,7 +80,8 @@ type ChangeSet struct {
 	// which are never applied.
 	Special []string
 
-	changes []tree.Change
+	changes []tree.Change // the selection
+	all     []tree.Change // the whole change set
 	base    *tree.Manifest
 	view    []tree.Entry
 }
@@ -122,7 +123,9 @@ func (s *Stage) Changes(ctx context.Context, paths []string) (*ChangeSet, error)
 		}
 	}
 	all := tree.Compare(m.Entries, entries)
-	return newChangeSet(tree.Select(all, sels), m, entries, special), nil
+	cs := newChangeSet(tree.Select(all, sels), m, entries, special)
+	cs.all = all
+	return cs, nil
 }
 
 func newChangeSet(cs []tree.Change, m *tree.Manifest, view []tree.Entry, special []string) *ChangeSet {

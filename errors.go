@@ -44,6 +44,10 @@ const (
 	CodeCommandNotExecutable = "precondition.command-not-executable"
 	CodeAlreadyUndone        = "precondition.already-undone"
 	CodeReceiptInvalid       = "precondition.receipt-invalid"
+	CodeEditNoMatch          = "precondition.edit-no-match"
+	CodeEditAmbiguous        = "precondition.edit-ambiguous"
+	CodeFileNotFound         = "not-found.file"
+	CodeTxOpNotFound         = "not-found.tx-op"
 )
 
 // Sentinel errors that callers branch on. Every *Error wraps the sentinel of

@@ -52,4 +52,7 @@ type ApplyOptions struct {
 	// Expect, when set, is the changeset digest the caller reviewed; the
 	// apply is refused if the selected change set no longer has it.
 	Expect string
+	// IgnoreStaleReads applies even if files the stage read changed in the
+	// workspace since.
+	IgnoreStaleReads bool
 }

@@ -8,6 +8,7 @@ import (
 	"io"
 	"io/fs"
 	"strings"
+	"syscall"
 
 	"github.com/wtx-dev/wtx/internal/blob"
 	"github.com/wtx-dev/wtx/internal/failpoint"
@@ -135,13 +136,25 @@ func (w *Workspace) rollbackJournal(ctx context.Context, j *journal.Journal, kee
 	}
 	defer root.Close()
 	rb := &rollbacker{w: w, root: root}
+	// A path whose type changes is removed by one record and built again
+	// by later ones; until the removal runs it still holds its pre-image.
+	removed := map[string]int{}
+	for i, r := range j.Records {
+		if _, ok := removed[r.Step.Path]; !ok && (r.Step.Kind == tree.StepRemove || r.Step.Kind == tree.StepRmdir) {
+			removed[r.Step.Path] = i
+		}
+	}
 	var conflicts []Conflict
 	for i := len(j.Records) - 1; i >= 0; i-- {
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
 		r := j.Records[i]
-		if cf := rb.undo(r); cf != nil {
+		var orig *tree.Entry
+		if k, ok := removed[r.Step.Path]; ok && k < i {
+			orig = j.Records[k].Step.Old
+		}
+		if cf := rb.undo(r, orig); cf != nil {
 			if !keepExternal {
 				return nil, &Error{Code: CodeInterruptedApply,
 					Message:   fmt.Sprintf("an apply (%s) was interrupted and %s changed since; wtx will not overwrite it", j.OpID, cf.Path),
@@ -172,19 +185,31 @@ type rollbacker struct {
 
 // undo restores one record's pre-image if the path holds the post-image or
 // an intermediate state the record explains; it returns a conflict if the
-// path holds anything else.
-func (rb *rollbacker) undo(r journal.Record) *Conflict {
+// path holds anything else. orig is the path's pre-image when an earlier
+// record of the journal removes it (a type change): a path that still holds
+// it was never reached by r.
+func (rb *rollbacker) undo(r journal.Record, orig *tree.Entry) *Conflict {
 	st := r.Step
 	d, err := rb.root.OpenDir(tree.Parent(st.Path))
 	if err != nil {
-		if errors.Is(err, fs.ErrNotExist) && (st.Kind == tree.StepMkdir || st.Kind == tree.StepDirPerm || st.New == nil || st.Old == nil) {
+		made := st.Kind == tree.StepMkdir || st.Kind == tree.StepDirPerm || st.Old == nil
+		if errors.Is(err, fs.ErrNotExist) && (made || st.New == nil) {
 			return nil // the directory it would live in is gone: nothing of it remains
+		}
+		if made && (errors.Is(err, fsx.ErrNotDir) || errors.Is(err, syscall.ENOTDIR) || errors.Is(err, fsx.ErrSymlink)) {
+			return nil // its directory is not (or no longer) one: nothing made here remains
 		}
 		return &Conflict{Path: st.Path, Kind: "type-changed", Detail: err.Error()}
 	}
 	defer d.Close()
 	name := tree.Base(st.Path)
 	cur, found := rb.entry(d, name)
+	if orig != nil && found && tree.SameContent(cur, orig) {
+		if st.Kind == tree.StepWrite || st.Kind == tree.StepSymlink {
+			removeNames(d, tempsWithPrefix(d, r.Tmp))
+		}
+		return nil
+	}
 	switch st.Kind {
 	case tree.StepChmod:
 		if found && cur.Type == tree.File && cur.Perm == st.New.Perm && cur.Digest == st.Old.Digest {

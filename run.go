@@ -12,6 +12,7 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/wtx-dev/wtx/internal/stage"
 	"github.com/wtx-dev/wtx/internal/tree"
 )
 
@@ -23,6 +24,9 @@ type RunOptions struct {
 	Env []string
 	// Signals received here are forwarded to the command while it runs.
 	Signals <-chan os.Signal
+	// ReadOnly and NoNetwork confine the command (overlay backend only):
+	// the view is read-only; the network is loopback only.
+	ReadOnly, NoNetwork bool
 }
 
 // RunResult reports a command run in a stage.
@@ -91,14 +95,14 @@ func (s *Stage) Run(ctx context.Context, argv []string, opts RunOptions) (*RunRe
 	cmd.Err = nil // resolved below, relative to the view
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = opts.Stdin, opts.Stdout, opts.Stderr
 	cmd.Env = append(append([]string(nil), opts.Env...), "WTX_TX="+s.ID(), "WTX_WORKSPACE="+s.ws.path)
-	if err := v.Prepare(cmd); err != nil {
-		v.Close()
-		return nil, AsError(err)
-	}
 	if !strings.Contains(argv[0], "/") {
 		if p, err := exec.LookPath(argv[0]); err == nil {
 			cmd.Path = p
 		}
+	}
+	if err := v.Prepare(cmd, stage.RunOptions{ReadOnly: opts.ReadOnly, NoNetwork: opts.NoNetwork}); err != nil {
+		v.Close()
+		return nil, stagingError(err)
 	}
 	if err := cmd.Start(); err != nil {
 		v.Close()

@@ -28,6 +28,9 @@ const (
 type BackendSkip struct {
 	Backend string `json:"backend"`
 	Reason  string `json:"reason"`
+	// Fresh is set when the backend was probed for this stage rather than
+	// known from the probe cache: the reason is news to say once.
+	Fresh bool `json:"-"`
 }
 
 // stageConfig is what a stage keeps about how it was opened.
@@ -159,7 +162,12 @@ func (w *Workspace) Begin(ctx context.Context, opts BeginOptions) (*Stage, error
 		return nil, AsError(err)
 	}
 	ok = true
-	return w.stageFromRow(row)
+	s, err := w.stageFromRow(row)
+	if err != nil {
+		return nil, err
+	}
+	s.cfg.Skipped = skipped // with Fresh, which is not stored
+	return s, nil
 }
 
 func stagingError(err error) error {
@@ -180,14 +188,15 @@ func stagingError(err error) error {
 }
 
 // chooseBackend picks the backend for name ("auto" or "" for the first that
-// works here) and says why faster ones were skipped.
+// works here) and says why faster ones were skipped. Probe results are
+// cached per device in the state root.
 func chooseBackend(ctx context.Context, name, workspace, stateDir string) (stage.Backend, []BackendSkip, error) {
 	all := stage.Backends()
 	if name == "" || name == "auto" {
 		var skipped []BackendSkip
 		for _, b := range all {
-			if err := b.Probe(ctx, workspace, stateDir); err != nil {
-				skipped = append(skipped, BackendSkip{Backend: b.Name(), Reason: err.Error()})
+			if fresh, err := stage.ProbeCached(ctx, b, workspace, stateDir); err != nil {
+				skipped = append(skipped, BackendSkip{Backend: b.Name(), Reason: err.Error(), Fresh: fresh})
 				continue
 			}
 			return b, skipped, nil
@@ -196,7 +205,7 @@ func chooseBackend(ctx context.Context, name, workspace, stateDir string) (stage
 	}
 	for _, b := range all {
 		if b.Name() == name {
-			if err := b.Probe(ctx, workspace, stateDir); err != nil {
+			if _, err := stage.ProbeCached(ctx, b, workspace, stateDir); err != nil {
 				return nil, nil, &Error{Code: CodeUnsupported, Message: fmt.Sprintf("backend %s cannot stage %s: %v", name, workspace, err), Err: err}
 			}
 			return b, nil, nil

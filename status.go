@@ -26,6 +26,7 @@ type Status struct {
 	StaleReads       []Conflict    `json:"stale_reads"`
 	Special          []string      `json:"special"`
 	Ops              []string      `json:"ops"`
+	TxOps            []TxOp        `json:"tx_ops"`
 	NotTransactional []string      `json:"not_transactional"`
 }
 
@@ -58,14 +59,24 @@ func (s *Stage) Status(ctx context.Context, paths []string) (*Status, error) {
 		return nil, err
 	}
 	st.Changes, st.Counts, st.ChangesetDigest, st.Special = cs.Changes, cs.Counts, cs.Digest, nonNil(cs.Special)
-	if len(cs.changes) == 0 {
-		return st, nil
-	}
 	root, err := fsx.OpenRoot(s.ws.path)
 	if err != nil {
 		return nil, AsError(err)
 	}
 	defer root.Close()
+	stale, err := s.staleReads(ctx, root, cs.all)
+	if err != nil {
+		return nil, err
+	}
+	st.StaleReads = append(st.StaleReads, stale...)
+	txops, err := s.TxOps(ctx)
+	if err != nil {
+		return nil, err
+	}
+	st.TxOps = nonNil(txops)
+	if len(cs.changes) == 0 {
+		return st, nil
+	}
 	a := &applier{ws: s.ws, root: root, base: cs.base, ident: map[string]fsx.Stat{}, readOnly: true}
 	_, _, conflicts, err := a.check(ctx, cs.changes)
 	if err != nil {

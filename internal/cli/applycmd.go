@@ -150,5 +150,6 @@ EXIT STATUS
 	f.BoolVar(&opts.Approve, "approve", false, "allow changes under --protect selectors")
 	f.BoolVarP(&opts.DryRun, "dry-run", "n", false, "run every check, write nothing")
 	f.StringVar(&opts.Expect, "expect", "", "refuse unless the selected change set still has `DIGEST`")
+	f.BoolVar(&opts.IgnoreStaleReads, "ignore-stale-reads", false, "apply even if files the stage read changed in the workspace since")
 	return cmd
 }

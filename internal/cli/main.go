@@ -14,6 +14,7 @@ import (
 	"golang.org/x/term"
 
 	"github.com/wtx-dev/wtx"
+	"github.com/wtx-dev/wtx/internal/stage"
 )
 
 // Streams are the command's standard streams and what is known about them.
@@ -54,6 +55,9 @@ type globals struct {
 // Main runs wtx with args and returns the process exit status. It never
 // calls os.Exit.
 func Main(args []string) int {
+	if len(args) > 0 && args[0] == stage.HelperArg {
+		return stage.NamespaceMain(args[1:])
+	}
 	return Run(context.Background(), args, SystemStreams(), os.Getenv)
 }
 
@@ -234,6 +238,7 @@ EXIT STATUS
 	pf.BoolVar(&g.noColor, "no-color", false, "never colour output")
 	root.AddCommand(
 		newRunCommand(g),
+		newShellCommand(g),
 		newBeginCommand(g),
 		newListCommand(g),
 		newStatusCommand(g),
@@ -245,6 +250,14 @@ EXIT STATUS
 		newUndoCommand(g),
 		newRecoverCommand(g),
 		newReceiptCommand(g),
+		newReadCommand(g),
+		newWriteCommand(g),
+		newEditCommand(g),
+		newRmCommand(g),
+		newRebaseCommand(g),
+		newDropOpCommand(g),
+		newBatchCommand(g),
+		newMCPCommand(g),
 	)
 	return root
 }

@@ -1,6 +1,9 @@
 package cli
 
-import "fmt"
+import (
+	"fmt"
+	"io/fs"
+)
 
 // progress returns a callback that shows a progress line on a terminal
 // stderr, or nil when stderr is not a terminal or output is quiet or JSON.
@@ -19,3 +22,5 @@ func (g *globals) endProgress() {
 		fmt.Fprint(g.io.Err, "\r\x1b[K")
 	}
 }
+
+func fsMode(m uint64) fs.FileMode { return fs.FileMode(m) }

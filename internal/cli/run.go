@@ -45,11 +45,8 @@ EXIT STATUS
 			if len(args) == 0 {
 				return usageError{msg: "wtx run needs a command: wtx run -- CMD [ARG...]"}
 			}
-			if readOnly || noNetwork {
-				return &wtx.Error{Code: wtx.CodeUnsupported,
-					Message: "--read-only and --no-network need the overlay backend, which this build of wtx lacks on this platform"}
-			}
-			return runRun(c.Context(), g, begin, tx, applyOnSuccess, args)
+			confine := wtx.RunOptions{ReadOnly: readOnly, NoNetwork: noNetwork}
+			return runRun(c.Context(), g, begin, tx, applyOnSuccess, confine, args)
 		},
 	}
 	f := cmd.Flags()
@@ -62,7 +59,9 @@ EXIT STATUS
 	return cmd
 }
 
-func runRun(ctx context.Context, g *globals, begin wtx.BeginOptions, tx string, applyOnSuccess bool, argv []string) error {
+// runRun runs argv in stage tx, or in a new stage. Of confine, only the
+// ReadOnly and NoNetwork switches are used.
+func runRun(ctx context.Context, g *globals, begin wtx.BeginOptions, tx string, applyOnSuccess bool, confine wtx.RunOptions, argv []string) error {
 	ws, err := g.open(ctx)
 	if err != nil {
 		return err
@@ -83,6 +82,7 @@ func runRun(ctx context.Context, g *globals, begin wtx.BeginOptions, tx string, 
 		if err != nil {
 			return err
 		}
+		noteSkipped(g, st)
 	}
 	sigs := make(chan os.Signal, 4)
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT)
@@ -92,6 +92,7 @@ func runRun(ctx context.Context, g *globals, begin wtx.BeginOptions, tx string, 
 	runCtx := context.WithoutCancel(ctx)
 	res, err := st.Run(runCtx, argv, wtx.RunOptions{
 		Stdin: g.io.In, Stdout: cmdStdout(g), Stderr: g.io.Err, Env: os.Environ(), Signals: sigs,
+		ReadOnly: confine.ReadOnly, NoNetwork: confine.NoNetwork,
 	})
 	if err != nil {
 		if tx == "" {
@@ -137,6 +138,16 @@ func runRun(ctx context.Context, g *globals, begin wtx.BeginOptions, tx string, 
 		printRunSummary(g, st, res)
 	}
 	return nil
+}
+
+// noteSkipped says, once per probe, why faster backends were not used for
+// a new stage.
+func noteSkipped(g *globals, st *wtx.Stage) {
+	for _, sk := range st.Skipped() {
+		if sk.Fresh {
+			g.notice("wtx: not using the %s backend: %s", sk.Backend, sk.Reason)
+		}
+	}
 }
 
 func opSuffix(op string) string {

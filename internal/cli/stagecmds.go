@@ -154,8 +154,12 @@ may be left out when the workspace has exactly one open stage.`,
 				return err
 			}
 			if g.json {
-				return g.emit("status", map[string]any{"stage": s, "tx": s.Tx, "changeset_digest": s.ChangesetDigest,
-					"changes": s.Changes, "counts": s.Counts, "drift": s.Drift, "stale_reads": s.StaleReads})
+				fields, err := structFields(s)
+				if err != nil {
+					return err
+				}
+				fields["stage"] = s
+				return g.emit("status", fields)
 			}
 			w := g.io.Out
 			name := ""

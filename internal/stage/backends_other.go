@@ -1,3 +1,5 @@
+//go:build !linux && !darwin
+
 package stage
 
 func platformBackends() []Backend { return []Backend{Copy{}} }

@@ -36,17 +36,36 @@ const viewDirName = "view"
 
 // Open copies the workspace's surface into req.Dir/view.
 func (Copy) Open(ctx context.Context, req OpenRequest) (View, *tree.Manifest, error) {
+	m, err := openTree(ctx, req, "copy", copyFile)
+	if err != nil {
+		return nil, nil, err
+	}
+	v, err := attachCopy(req.Workspace, req.Dir)
+	if err != nil {
+		return nil, nil, err
+	}
+	return v, m, nil
+}
+
+// putFunc puts the content of src (closed on return) in a new file at dst
+// and records in e the view's stat tuple and, if it read the bytes, the
+// digest.
+type putFunc func(src *os.File, dst string, e *tree.Entry) error
+
+// openTree builds req.Dir/view as a tree like the workspace's surface,
+// putting each file there with put, and returns the base manifest.
+func openTree(ctx context.Context, req OpenRequest, backend string, put putFunc) (*tree.Manifest, error) {
 	if len(req.Share) > 0 {
-		return nil, nil, fmt.Errorf("--share needs a backend that can bind a directory into the view (overlay): %w", ErrUnsupported)
+		return nil, fmt.Errorf("--share needs a backend that can bind a directory into the view (overlay), not %s: %w", backend, ErrUnsupported)
 	}
 	ws, err := fsx.OpenRoot(req.Workspace)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	defer ws.Close()
 	viewDir := filepath.Join(req.Dir, viewDirName)
 	if err := os.Mkdir(viewDir, 0o700); err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	var (
 		entries []*tree.Entry
@@ -55,7 +74,7 @@ func (Copy) Open(ctx context.Context, req OpenRequest) (View, *tree.Manifest, er
 		mu      sync.Mutex
 	)
 	pool := newHashPool(func(j hashJob) error {
-		return copyFile(j.f.(*os.File), filepath.Join(viewDir, filepath.FromSlash(j.e.Path)), j.e)
+		return put(j.f.(*os.File), filepath.Join(viewDir, filepath.FromSlash(j.e.Path)), j.e)
 	})
 	werr := walk(ctx, ws, req.Exclude, func(rel string, d *fsx.Dir, name string, st fsx.Stat) error {
 		if pool.failed() {
@@ -104,7 +123,7 @@ func (Copy) Open(ctx context.Context, req OpenRequest) (View, *tree.Manifest, er
 		werr = nil
 	}
 	if err := errors.Join(werr, perr); err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	// Directory bits and times last, deepest first, so that read-only
 	// directories are filled before they close and their times stick.
@@ -112,18 +131,18 @@ func (Copy) Open(ctx context.Context, req OpenRequest) (View, *tree.Manifest, er
 		e := dirs[i]
 		dst := filepath.Join(viewDir, filepath.FromSlash(e.Path))
 		if err := os.Chmod(dst, fs.FileMode(e.Perm)); err != nil {
-			return nil, nil, err
+			return nil, err
 		}
 		t := time.Unix(0, e.WS.Mtime)
 		if err := os.Chtimes(dst, t, t); err != nil {
-			return nil, nil, err
+			return nil, err
 		}
 	}
 	// The view's root gets the workspace root's bits (the stage directory
 	// around it stays private).
 	if rst, err := ws.Lstat("."); err == nil {
 		if err := os.Chmod(viewDir, rst.Mode.Perm()); err != nil {
-			return nil, nil, err
+			return nil, err
 		}
 	}
 	m := &tree.Manifest{Entries: make([]tree.Entry, len(entries))}
@@ -135,17 +154,32 @@ func (Copy) Open(ctx context.Context, req OpenRequest) (View, *tree.Manifest, er
 	tree.SortEntries(m.Entries)
 	fence, err := fenceAfter(req.Dir, maxView)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	m.Fence, m.ViewFence = fence, fence
-	v, err := attachCopy(req.Workspace, req.Dir)
-	if err != nil {
-		return nil, nil, err
+	// A file that changed within the racy window of the fence cannot be
+	// proved unchanged by its tuple later: a backend that did not read it
+	// reads its staged copy now, while it is known to equal the base.
+	if err := hashRacy(ctx, m, func(e *tree.Entry) (*os.File, error) {
+		return os.Open(filepath.Join(viewDir, filepath.FromSlash(e.Path)))
+	}); err != nil {
+		return nil, err
 	}
-	return v, m, nil
+	return m, nil
 }
 
 var errStopWalk = errors.New("stop walk")
+
+// refuseConfinement refuses run options that only a namespace can give.
+func refuseConfinement(backend string, opts RunOptions) error {
+	switch {
+	case opts.ReadOnly:
+		return fmt.Errorf("--read-only needs the overlay backend; this stage uses %s: %w", backend, ErrUnsupported)
+	case opts.NoNetwork:
+		return fmt.Errorf("--no-network needs the overlay backend; this stage uses %s: %w", backend, ErrUnsupported)
+	}
+	return nil
+}
 
 // copyFile copies src (closed on return) to a new file at dst, hashing the
 // bytes on the way, and records the digest and the new file's stat tuple.
@@ -247,7 +281,10 @@ func (v *copyView) Root() string { return v.root }
 
 func (v *copyView) Close() error { return nil }
 
-func (v *copyView) Prepare(cmd *exec.Cmd) error {
+func (v *copyView) Prepare(cmd *exec.Cmd, opts RunOptions) error {
+	if err := refuseConfinement("copy", opts); err != nil {
+		return err
+	}
 	if cmd.Dir == "" || !filepath.IsAbs(cmd.Dir) {
 		cmd.Dir = filepath.Join(v.root, cmd.Dir)
 	}
@@ -307,9 +344,11 @@ func scanTree(ctx context.Context, dir string, base *tree.Manifest, exclude tree
 		case tree.File:
 			ep.View = statTuple(st)
 			ep.View.Dev = 0
-			if b := base.Lookup(rel); viewTuples && b != nil && b.Type == tree.File && b.Digest != "" &&
+			if b := base.Lookup(rel); viewTuples && b != nil && b.Type == tree.File && b.Perm == ep.Perm &&
 				b.View == ep.View && !base.ViewRacy(b) {
-				ep.Digest = b.Digest
+				// Unchanged since staging; a lazy backend may not know
+				// the digest yet.
+				ep.Digest, ep.Unchanged = b.Digest, b.Digest == ""
 			} else {
 				f, err := d.OpenFile(name)
 				if err != nil {

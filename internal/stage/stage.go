@@ -42,15 +42,32 @@ type Backend interface {
 	Attach(ctx context.Context, workspace, dir string) (View, error)
 }
 
+// RunOptions confine a command run in a view. Backends that cannot provide
+// an option refuse it with an error wrapping ErrUnsupported.
+type RunOptions struct {
+	// ReadOnly makes the whole view read-only for the command.
+	ReadOnly bool
+	// NoNetwork gives the command a network namespace of its own, with
+	// only the loopback interface up.
+	NoNetwork bool
+}
+
 // View is one staged tree.
 type View interface {
 	// Prepare makes cmd run inside the view: it sets cmd.Dir (relative to the
 	// view's root when cmd.Dir is relative) and, for backends whose view only
-	// exists inside a namespace, rewrites cmd to enter it first.
-	Prepare(cmd *exec.Cmd) error
-	// Scan lists the view's current entries, sorted by path, with the digest
-	// of every file (taken from base when the stat tuple proves the file
-	// unchanged). Excluded paths are left out.
+	// exists inside a namespace, rewrites cmd to enter it first. cmd.Path
+	// must already be resolved.
+	Prepare(cmd *exec.Cmd, opts RunOptions) error
+	// Scan lists the view's current entries, sorted by path. A file's
+	// digest is taken from base when the stat tuple (or the backend's own
+	// bookkeeping) proves it unchanged; such entries of a backend with lazy
+	// base digests may carry no digest and are marked tree.Entry.Unchanged.
+	// Every other file is hashed. Scan fills in base, in place, the digest
+	// of each base file that the change set touches and whose digest was
+	// unknown, when the workspace copy still has its recorded stat tuple;
+	// otherwise that digest stays "" and the workspace copy counts as
+	// drifted. Excluded paths are left out.
 	Scan(ctx context.Context, base *tree.Manifest, exclude tree.Selectors) ([]tree.Entry, error)
 	// OpenFile opens the staged regular file at rel for reading, never
 	// following a symlink; anything else is refused.

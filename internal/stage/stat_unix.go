@@ -24,3 +24,10 @@ func viewTuple(fi fs.FileInfo) tree.Stat {
 	}
 	return s
 }
+
+func devOf(fi fs.FileInfo) uint64 {
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+		return uint64(st.Dev)
+	}
+	return 0
+}

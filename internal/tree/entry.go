@@ -73,10 +73,19 @@ type Entry struct {
 
 	WS   Stat // the workspace copy when the manifest was taken
 	View Stat // the staged copy right after staging (copy and clone backends)
+
+	// Unchanged marks a view entry that a backend knows to hold its base
+	// entry's content without having read it: an overlay path the stage
+	// never wrote, or a cloned file whose stat tuple proves it untouched.
+	// Its Digest is the base's, which may be unknown (""). It is never set
+	// on base entries and never recorded in a manifest.
+	Unchanged bool
 }
 
 // SameContent reports whether a and b have the same type, permission bits and
-// content (digest or link target). Stat tuples are ignored.
+// content (digest or link target). Stat tuples are ignored. Two files are the
+// same only if their digests are known and equal, or if either is marked
+// Unchanged (then a digest known on both sides must still agree).
 func SameContent(a, b *Entry) bool {
 	if a == nil || b == nil {
 		return a == b
@@ -86,7 +95,13 @@ func SameContent(a, b *Entry) bool {
 	}
 	switch a.Type {
 	case File:
-		return a.Perm == b.Perm && a.Digest == b.Digest && a.Digest != ""
+		if a.Perm != b.Perm {
+			return false
+		}
+		if a.Unchanged || b.Unchanged {
+			return a.Digest == "" || b.Digest == "" || a.Digest == b.Digest
+		}
+		return a.Digest == b.Digest && a.Digest != ""
 	case Dir:
 		return a.Perm == b.Perm
 	case Symlink:

@@ -74,6 +74,27 @@ func TestSameContent(t *testing.T) {
 	if SameContent(&s, &s) {
 		t.Error("special entries compare as the same content")
 	}
+	for _, tc := range []struct {
+		name string
+		a, b Entry
+		want bool
+	}{
+		{"equal digests", f, f, true},
+		{"both digests unknown", Entry{Type: File, Perm: 0o644}, Entry{Type: File, Perm: 0o644}, false},
+		{"unchanged, base digest unknown", Entry{Type: File, Perm: 0o644}, Entry{Type: File, Perm: 0o644, Unchanged: true}, true},
+		{"unchanged, view digest known", f, Entry{Type: File, Perm: 0o644, Unchanged: true}, true},
+		{"unchanged but other perm", f, Entry{Type: File, Perm: 0o600, Unchanged: true}, false},
+		{"unchanged but digests disagree", f, Entry{Type: File, Perm: 0o644, Digest: "sha256:2", Unchanged: true}, false},
+		{"unchanged but other type", f, Entry{Type: Dir, Perm: 0o644, Unchanged: true}, false},
+		{"different digests", f, Entry{Type: File, Perm: 0o644, Digest: "sha256:2"}, false},
+	} {
+		if got := SameContent(&tc.a, &tc.b); got != tc.want {
+			t.Errorf("%s: SameContent = %v, want %v", tc.name, got, tc.want)
+		}
+		if got := SameContent(&tc.b, &tc.a); got != tc.want {
+			t.Errorf("%s (swapped): SameContent = %v, want %v", tc.name, got, tc.want)
+		}
+	}
 	if (&Entry{Perm: 0o4755}).ModeString() != "4755" || f.ModeString() != "0644" {
 		t.Error("ModeString is not four octal digits")
 	}

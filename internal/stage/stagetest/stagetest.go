@@ -310,7 +310,7 @@ func scan(t *testing.T, v stage.View, m *tree.Manifest, exclude ...string) []tre
 func sh(t *testing.T, v stage.View, script string) {
 	t.Helper()
 	cmd := exec.Command("sh", "-c", script)
-	if err := v.Prepare(cmd); err != nil {
+	if err := v.Prepare(cmd, stage.RunOptions{}); err != nil {
 		t.Fatalf("Prepare: %v", err)
 	}
 	if out, err := cmd.CombinedOutput(); err != nil {
@@ -357,7 +357,13 @@ func testViewEqualsWorkspace(t *testing.T, b stage.Backend) {
 			t.Errorf("manifest entry %s is not in the workspace", me.Path)
 			continue
 		}
-		if !tree.SameContent(me, &w.Entry) || me.Size != w.Size {
+		// A backend with lazy base digests may not know a file's digest
+		// yet; a digest it knows must be right.
+		lazy := *me
+		if lazy.Type == tree.File && lazy.Digest == "" {
+			lazy.Digest = w.Digest
+		}
+		if !tree.SameContent(&lazy, &w.Entry) || me.Size != w.Size {
 			t.Errorf("manifest %s = %+v, workspace %+v", me.Path, *me, w.Entry)
 		}
 		if me.Type == tree.File && (me.WS.Mtime != w.mtime || me.WS.Ino != w.ino) {
@@ -378,9 +384,12 @@ func testViewEqualsWorkspace(t *testing.T, b stage.Backend) {
 		if !tree.SameContent(&g, &w.Entry) {
 			t.Errorf("view %s = %+v, workspace %+v", p, g, w.Entry)
 		}
+		if g.Type == tree.File && g.Digest == "" && !g.Unchanged {
+			t.Errorf("view %s has no digest and is not marked Unchanged", p)
+		}
 		switch w.Type {
 		case tree.File:
-			if g.View.Mtime != w.mtime {
+			if g.View.Mtime != w.mtime && !g.Unchanged {
 				t.Errorf("view %s mtime %v, workspace %v", p, time.Unix(0, g.View.Mtime), time.Unix(0, w.mtime))
 			}
 			if data := readView(t, v, p); digest([]byte(data)) != w.Digest {
@@ -684,6 +693,9 @@ func testNoSharedInodes(t *testing.T, b stage.Backend) {
 	build(t, e.ws, fixture)
 	ws := snapshot(t, e.ws)
 	v, m := e.open(t)
+	if v.Root() == "" {
+		t.Skip("the view exists only inside a namespace, where it has inodes of its own; writes copy up (see ViewChangesStayInView)")
+	}
 	n := 0
 	for _, me := range m.Entries {
 		if me.Type != tree.File {

@@ -1,0 +1,324 @@
+package cli
+
+import (
+	"fmt"
+	"io"
+	"strconv"
+	"unicode/utf8"
+
+	"github.com/spf13/cobra"
+
+	"github.com/wtx-dev/wtx"
+)
+
+// stageFor opens the workspace and finds stage tx (or the only open one).
+func (g *globals) stageFor(c *cobra.Command, tx string) (*wtx.Workspace, *wtx.Stage, error) {
+	ws, err := g.open(c.Context())
+	if err != nil {
+		return nil, nil, err
+	}
+	st, err := ws.Stage(c.Context(), tx)
+	if err != nil {
+		ws.Close()
+		return nil, nil, err
+	}
+	return ws, st, nil
+}
+
+func fileResultFields(st *wtx.Stage, r *wtx.FileResult) map[string]any {
+	return map[string]any{"tx": st.ID(), "tx_op": r.TxOp, "path": r.Path, "digest": r.Digest, "size": r.Size, "before": r.Before}
+}
+
+func newReadCommand(g *globals) *cobra.Command {
+	var tx string
+	cmd := &cobra.Command{
+		Use:   "read PATH --tx T",
+		Short: "Print a file as the stage sees it, and remember the read",
+		Long: `Print PATH as stage T sees it (its own writes included) and record it in the
+stage's read set with its digest. If the workspace's copy of PATH changes before
+the stage is applied, the apply is refused (refusal.stale-read) unless
+--ignore-stale-reads; reading again refreshes the record. With --json the answer
+carries the digest to pass to 'wtx write --expect-hash'.`,
+		Example: `  wtx read src/main.go --tx T
+  wtx read src/main.go --tx T --json | jq -r .digest`,
+		Args: exactlyOne("path"),
+		RunE: func(c *cobra.Command, args []string) error {
+			ws, st, err := g.stageFor(c, tx)
+			if err != nil {
+				return err
+			}
+			defer ws.Close()
+			r, err := st.Read(c.Context(), args[0])
+			if err != nil {
+				return err
+			}
+			if g.json {
+				f := fileResultFields(st, r)
+				if utf8.Valid(r.Content) {
+					f["content"] = string(r.Content)
+				} else {
+					f["content_base64"] = r.Content
+				}
+				return g.emit("read", f)
+			}
+			_, err = g.io.Out.Write(r.Content)
+			return err
+		},
+	}
+	cmd.Flags().StringVar(&tx, "tx", "", "the stage `T` (may be left out when the workspace has one open stage)")
+	return cmd
+}
+
+func newWriteCommand(g *globals) *cobra.Command {
+	var (
+		tx, expect string
+		mode       string
+	)
+	cmd := &cobra.Command{
+		Use:   "write PATH --tx T < CONTENT",
+		Short: "Stage new content for a file (from stdin)",
+		Long: `Replace (or create) PATH in stage T with the bytes on stdin. The workspace is
+not touched until the stage is applied. --expect-hash refuses the write
+(refusal.stale-read) unless the staged file still has that digest: pass the
+digest a 'wtx read --json' returned, so a write never clobbers a change made
+since.`,
+		Example: `  printf 'hello\n' | wtx write notes.txt --tx T
+  wtx write src/a.go --tx T --expect-hash sha256:… < a.go`,
+		Args: exactlyOne("path"),
+		RunE: func(c *cobra.Command, args []string) error {
+			opts := wtx.WriteOptions{ExpectHash: expect}
+			if mode != "" {
+				m, err := strconv.ParseUint(mode, 8, 32)
+				if err != nil || m > 0o777 {
+					return usageError{msg: fmt.Sprintf("--mode %q: give octal permission bits such as 644 or 755", mode)}
+				}
+				opts.Perm = fsMode(m)
+			}
+			data, err := io.ReadAll(g.io.In)
+			if err != nil {
+				return wtx.AsError(err)
+			}
+			ws, st, err := g.stageFor(c, tx)
+			if err != nil {
+				return err
+			}
+			defer ws.Close()
+			r, err := st.Write(c.Context(), args[0], data, opts)
+			if err != nil {
+				return err
+			}
+			return g.fileOpDone("write", st, r)
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&tx, "tx", "", "the stage `T`")
+	f.StringVar(&expect, "expect-hash", "", "refuse unless the staged file still has `DIGEST`")
+	f.StringVar(&mode, "mode", "", "permission bits of a new file, octal (default 644; an existing file keeps its own)")
+	return cmd
+}
+
+func newEditCommand(g *globals) *cobra.Command {
+	var (
+		tx, expect, old, new string
+		all                  bool
+	)
+	cmd := &cobra.Command{
+		Use:   "edit PATH --old S --new S [--all] --tx T",
+		Short: "Replace exact text in a staged file",
+		Long: `Replace the exact text --old with --new in PATH as stage T holds it. --old must
+occur exactly once; with --all every occurrence is replaced (at least one must
+exist). Zero or several matches are errors that say how many and on which
+lines. Edits are content-based, so 'wtx rebase' can re-run them when the
+workspace's copy changes.`,
+		Example: `  wtx edit src/a.go --old 'func old(' --new 'func renamed(' --tx T
+  wtx edit go.mod --old 'go 1.25' --new 'go 1.26' --tx T`,
+		Args: exactlyOne("path"),
+		RunE: func(c *cobra.Command, args []string) error {
+			if !c.Flags().Changed("old") || !c.Flags().Changed("new") {
+				return usageError{msg: "edit needs --old and --new"}
+			}
+			ws, st, err := g.stageFor(c, tx)
+			if err != nil {
+				return err
+			}
+			defer ws.Close()
+			r, err := st.Edit(c.Context(), args[0], old, new, all, expect)
+			if err != nil {
+				return err
+			}
+			return g.fileOpDone("edit", st, r)
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&tx, "tx", "", "the stage `T`")
+	f.StringVar(&old, "old", "", "the exact text to replace")
+	f.StringVar(&new, "new", "", "the text to put instead")
+	f.BoolVar(&all, "all", false, "replace every occurrence")
+	f.StringVar(&expect, "expect-hash", "", "refuse unless the staged file still has `DIGEST`")
+	return cmd
+}
+
+func newRmCommand(g *globals) *cobra.Command {
+	var tx, expect string
+	cmd := &cobra.Command{
+		Use:   "rm PATH --tx T",
+		Short: "Delete a file in a stage",
+		Args:  exactlyOne("path"),
+		RunE: func(c *cobra.Command, args []string) error {
+			ws, st, err := g.stageFor(c, tx)
+			if err != nil {
+				return err
+			}
+			defer ws.Close()
+			r, err := st.Remove(c.Context(), args[0], expect)
+			if err != nil {
+				return err
+			}
+			return g.fileOpDone("rm", st, r)
+		},
+	}
+	cmd.Flags().StringVar(&tx, "tx", "", "the stage `T`")
+	cmd.Flags().StringVar(&expect, "expect-hash", "", "refuse unless the staged file still has `DIGEST`")
+	return cmd
+}
+
+func (g *globals) fileOpDone(command string, st *wtx.Stage, r *wtx.FileResult) error {
+	if g.json {
+		return g.emit(command, fileResultFields(st, r))
+	}
+	switch command {
+	case "rm":
+		g.notice("wtx: op %d of %s: removed %s", r.TxOp, st.ID(), r.Path)
+	default:
+		g.notice("wtx: op %d of %s: %s %s (%s)", r.TxOp, st.ID(), command, r.Path, r.Digest)
+	}
+	return nil
+}
+
+func newRebaseCommand(g *globals) *cobra.Command {
+	var merge bool
+	cmd := &cobra.Command{
+		Use:   "rebase [T] [--merge]",
+		Short: "Carry a stage's edits onto the workspace's current content",
+		Long: `For every path stage T changed that also changed in the workspace since the
+stage opened (drift), re-run T's content-based edits (wtx edit --old/--new) on
+the workspace's current content, and move the path's base to it. With --merge, a
+path whose ops cannot be re-run (a whole write, an expected hash, a command
+run) is merged three-way when it is text and its original is known; changes to
+the same lines refuse. If any drifted path cannot be carried, nothing changes.`,
+		Args: maxOneStage,
+		RunE: func(c *cobra.Command, args []string) error {
+			ws, st, err := g.stageFor(c, stageArg(args))
+			if err != nil {
+				return err
+			}
+			defer ws.Close()
+			r, err := st.Rebase(c.Context(), merge)
+			if err != nil {
+				return err
+			}
+			if g.json {
+				return g.emit("rebase", map[string]any{"tx": st.ID(), "rebased": r.Rebased, "merged": r.Merged})
+			}
+			if len(r.Rebased)+len(r.Merged) == 0 {
+				g.notice("wtx: nothing of %s drifted; nothing to rebase", st.ID())
+			}
+			for _, p := range r.Rebased {
+				fmt.Fprintf(g.io.Out, "rebased %s\n", p)
+			}
+			for _, p := range r.Merged {
+				fmt.Fprintf(g.io.Out, "merged %s\n", p)
+			}
+			return nil
+		},
+	}
+	cmd.Flags().BoolVar(&merge, "merge", false, "merge three-way what cannot be re-run")
+	return cmd
+}
+
+func newDropOpCommand(g *globals) *cobra.Command {
+	return &cobra.Command{
+		Use:   "drop-op T N",
+		Short: "Remove op N and every later op of a stage",
+		Long: `Remove op N (as numbered by tx_op) and every later op of stage T: each path
+they touched gets back its staged state from before op N.`,
+		Args: func(cmd *cobra.Command, args []string) error {
+			if len(args) != 2 {
+				return usageError{msg: "drop-op takes a stage and an op number: wtx drop-op T N"}
+			}
+			return nil
+		},
+		RunE: func(c *cobra.Command, args []string) error {
+			n, err := strconv.Atoi(args[1])
+			if err != nil || n < 1 {
+				return usageError{msg: fmt.Sprintf("op number %q: give a positive number (see tx_ops in 'wtx status --json')", args[1])}
+			}
+			ws, st, err := g.stageFor(c, args[0])
+			if err != nil {
+				return err
+			}
+			defer ws.Close()
+			restored, err := st.DropOps(c.Context(), n)
+			if err != nil {
+				return err
+			}
+			if g.json {
+				return g.emit("drop-op", map[string]any{"tx": st.ID(), "from": n, "restored": restored})
+			}
+			g.notice("wtx: dropped ops %d and later of %s; restored %d path(s)", n, st.ID(), len(restored))
+			return nil
+		},
+	}
+}
+
+func newBatchCommand(g *globals) *cobra.Command {
+	var (
+		atomic bool
+		begin  wtx.BeginOptions
+		apply  wtx.ApplyOptions
+	)
+	cmd := &cobra.Command{
+		Use:   "batch --atomic [STAGE-FLAGS] < COMMANDS.jsonl",
+		Short: "Run per-file commands from JSON lines and apply them all or none",
+		Long: `Read JSON lines on stdin, one command each:
+
+  {"command":"write","path":"a.txt","content":"…"}
+  {"command":"edit","path":"b.go","old":"x","new":"y","all":false}
+  {"command":"rm","path":"c.txt"}
+  {"command":"read","path":"d.txt"}
+
+("expect_hash" may guard any of them). All run in one new stage, which is then
+applied: either every command lands or none does. On a failure the answer is the
+first failure's error code, and the workspace is untouched.`,
+		Args: cobra.NoArgs,
+		RunE: func(c *cobra.Command, args []string) error {
+			if !atomic {
+				return usageError{msg: "batch needs --atomic (the only mode: all or nothing)"}
+			}
+			items, err := wtx.ParseBatch(g.io.In)
+			if err != nil {
+				return err
+			}
+			ws, err := g.open(c.Context())
+			if err != nil {
+				return err
+			}
+			defer ws.Close()
+			r, err := ws.Batch(c.Context(), items, begin, apply)
+			if err != nil {
+				return err
+			}
+			if g.json {
+				return g.emit("batch", map[string]any{"tx": r.Tx, "op_id": r.OpID, "items": r.Items})
+			}
+			fmt.Fprintln(g.io.Out, r.OpID)
+			g.notice("wtx: applied %d command(s) as %s", len(r.Items), r.OpID)
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.BoolVar(&atomic, "atomic", false, "apply all commands or none (required)")
+	addStageFlags(f, &begin)
+	f.BoolVar(&apply.Approve, "approve", false, "allow changes under --protect selectors")
+	return cmd
+}

@@ -1,0 +1,3 @@
+package stage
+
+func platformBackends() []Backend { return []Backend{Overlay{}, Clone{}, Copy{}} }

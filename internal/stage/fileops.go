@@ -1,0 +1,122 @@
+package stage
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"strings"
+
+	"github.com/wtx-dev/wtx/internal/fsx"
+	"github.com/wtx-dev/wtx/internal/tree"
+)
+
+// FileOps is implemented by views that per-file operations (wtx write,
+// edit, rm) can change directly, without running a command in them.
+type FileOps interface {
+	// WriteFile replaces (or creates) the regular file at rel with data and
+	// permission bits perm, creating missing parent directories (0755). A
+	// symlink at rel or above it is refused (fsx.ErrSymlink).
+	WriteFile(ctx context.Context, rel string, data []byte, perm fs.FileMode) error
+	// Remove deletes the file or symlink at rel (fs.ErrNotExist if absent).
+	Remove(ctx context.Context, rel string) error
+}
+
+// ErrIsDir is returned by per-file operations aimed at a directory.
+var ErrIsDir = errors.New("is a directory")
+
+func (v *copyView) WriteFile(ctx context.Context, rel string, data []byte, perm fs.FileMode) error {
+	return writeInTree(v.root, rel, data, perm)
+}
+
+func (v *copyView) Remove(ctx context.Context, rel string) error {
+	return removeInTree(v.root, rel)
+}
+
+// writeInTree writes rel beneath the tree at root through directory
+// handles, via a temporary file renamed over the name.
+func writeInTree(root, rel string, data []byte, perm fs.FileMode) error {
+	r, err := fsx.OpenRoot(root)
+	if err != nil {
+		return err
+	}
+	defer r.Close()
+	d, err := mkdirAll(r, tree.Parent(rel))
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	name := tree.Base(rel)
+	if st, err := d.Lstat(name); err == nil {
+		switch {
+		case st.Mode.IsDir():
+			return fmt.Errorf("write %s: %w", rel, ErrIsDir)
+		case st.Mode&fs.ModeSymlink != 0:
+			return fmt.Errorf("write %s: %w", rel, fsx.ErrSymlink)
+		case !st.Mode.IsRegular():
+			return fmt.Errorf("write %s: %w", rel, fsx.ErrNotRegular)
+		}
+	}
+	f, tmp, err := d.CreateTemp(".wtx-tmp-op-")
+	if err != nil {
+		return err
+	}
+	_, err = f.Write(data)
+	if err == nil {
+		err = f.Chmod(perm & fs.ModePerm)
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = d.Rename(tmp, d, name)
+	}
+	if err != nil {
+		d.Unlink(tmp)
+		return err
+	}
+	return nil
+}
+
+// mkdirAll opens directory rel beneath r, creating what is missing.
+func mkdirAll(r *fsx.Root, rel string) (*fsx.Dir, error) {
+	d, err := r.OpenDir(".")
+	if err != nil || rel == "." {
+		return d, err
+	}
+	for _, comp := range strings.Split(rel, "/") {
+		next, err := d.OpenDir(comp)
+		if errors.Is(err, fs.ErrNotExist) {
+			if err = d.Mkdir(comp, 0o755); err == nil || errors.Is(err, fs.ErrExist) {
+				next, err = d.OpenDir(comp)
+			}
+		}
+		d.Close()
+		if err != nil {
+			return nil, err
+		}
+		d = next
+	}
+	return d, nil
+}
+
+func removeInTree(root, rel string) error {
+	r, err := fsx.OpenRoot(root)
+	if err != nil {
+		return err
+	}
+	defer r.Close()
+	d, err := r.OpenDir(tree.Parent(rel))
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	st, err := d.Lstat(tree.Base(rel))
+	if err != nil {
+		return err
+	}
+	if st.Mode.IsDir() {
+		return fmt.Errorf("rm %s: %w", rel, ErrIsDir)
+	}
+	return d.Unlink(tree.Base(rel))
+}

@@ -1,0 +1,209 @@
+package stage
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+)
+
+// A binary that links this package becomes the namespace helper when it is
+// started by Prepare or Probe: this runs before main (and before a test
+// binary's TestMain), so that test binaries and the wtx command alike can
+// serve as /proc/self/exe.
+func init() {
+	if len(os.Args) > 1 && os.Args[1] == HelperArg && os.Getenv(helperEnv) != "" {
+		os.Exit(NamespaceMain(os.Args[2:]))
+	}
+}
+
+// NamespaceMain is the entry point of the overlay backend's namespace
+// helper: wtx re-executes itself with HelperArg and one JSON argument, in a
+// new mount namespace (and, when not root, a user namespace that maps the
+// caller to root, so that the helper may mount). The helper mounts the
+// overlay, binds the merged view over the workspace's own path, applies
+// --share, --read-only and --no-network, changes to the command's directory
+// and executes the command in its place. It returns an exit status only when
+// it fails: 125 for a setup failure, 126 or 127 when the command cannot be
+// executed.
+//
+// When wtx is not run as root, the command runs as root of that user
+// namespace: files it creates belong to the caller outside, and it has no
+// privilege over anything the caller could not touch.
+func NamespaceMain(args []string) int {
+	if len(args) != 1 || os.Getenv(helperEnv) == "" {
+		fmt.Fprintf(os.Stderr, "wtx: %s is internal to wtx\n", HelperArg)
+		return 125
+	}
+	var spec nsSpec
+	if err := json.Unmarshal([]byte(args[0]), &spec); err != nil {
+		fmt.Fprintf(os.Stderr, "wtx: stage helper: %v\n", err)
+		return 125
+	}
+	if spec.Probe {
+		if err := probeInNamespace(&spec); err != nil {
+			fmt.Fprintf(os.Stderr, "%v\n", err)
+			return 125
+		}
+		return 0
+	}
+	if err := enterView(&spec); err != nil {
+		fmt.Fprintf(os.Stderr, "wtx: stage: %v\n", err)
+		return 125
+	}
+	return execCommand(&spec)
+}
+
+// enterView builds the view in this (new) mount namespace and changes into
+// the command's directory.
+func enterView(s *nsSpec) error {
+	if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
+		return fmt.Errorf("make mounts private: %w", err)
+	}
+	if err := mountOverlay(s.Lower, s.Upper, s.Work, s.Merged, s.UserXattr); err != nil {
+		return err
+	}
+	for _, rel := range s.Share {
+		src, dst := filepath.Join(s.Lower, rel), filepath.Join(s.Merged, rel)
+		if err := unix.Mount(src, dst, "", unix.MS_BIND|unix.MS_REC, ""); err != nil {
+			if errors.Is(err, unix.ENOENT) {
+				continue // gone from the workspace or the view
+			}
+			return fmt.Errorf("share %s: %w", rel, err)
+		}
+	}
+	for _, rel := range s.HideFiles {
+		if err := unix.Unlink(filepath.Join(s.Merged, rel)); err != nil && !errors.Is(err, unix.ENOENT) {
+			return fmt.Errorf("exclude %s: %w", rel, err)
+		}
+	}
+	for i, rel := range s.HideDirs {
+		backing := filepath.Join(s.Hidden, fmt.Sprint(i))
+		if err := os.Mkdir(backing, 0o755); err != nil && !errors.Is(err, os.ErrExist) {
+			return fmt.Errorf("exclude %s: %w", rel, err)
+		}
+		if err := unix.Mount(backing, filepath.Join(s.Merged, rel), "", unix.MS_BIND, ""); err != nil && !errors.Is(err, unix.ENOENT) {
+			return fmt.Errorf("exclude %s: %w", rel, err)
+		}
+	}
+	if err := unix.Mount(s.Merged, s.Workspace, "", unix.MS_BIND|unix.MS_REC, ""); err != nil {
+		return fmt.Errorf("mount the view on %s: %w", s.Workspace, err)
+	}
+	if s.ReadOnly {
+		if err := remountReadOnly(s.Workspace); err != nil {
+			return err
+		}
+		for _, rel := range s.Share {
+			if err := remountReadOnly(filepath.Join(s.Workspace, rel)); err != nil && !errors.Is(err, unix.ENOENT) && !errors.Is(err, unix.EINVAL) {
+				return err
+			}
+		}
+	}
+	if s.NoNetwork {
+		if err := loopbackUp(); err != nil {
+			return err
+		}
+	}
+	if err := os.Chdir(s.Cwd); err != nil {
+		return fmt.Errorf("enter %s: %w", s.Cwd, err)
+	}
+	return nil
+}
+
+// mountOverlay mounts an overlay of lower and upper at merged. Its options
+// keep the upper directory readable by Scan: full copy-ups (metacopy=off),
+// no index, and no directory redirects (redirect_dir=nofollow: a renamed
+// lower directory fails with EXDEV and tools fall back to copying; "off"
+// would still follow redirects and conflicts with userxattr).
+func mountOverlay(lower, upper, work, merged string, userXattr bool) error {
+	opts := "lowerdir=" + escapeOverlayPath(lower) + ",upperdir=" + escapeOverlayPath(upper) +
+		",workdir=" + escapeOverlayPath(work) + ",index=off,metacopy=off,redirect_dir=nofollow"
+	if userXattr {
+		opts += ",userxattr"
+	}
+	if err := unix.Mount("overlay", merged, "overlay", 0, opts); err != nil {
+		return fmt.Errorf("mount overlay on %s: %w", merged, err)
+	}
+	return nil
+}
+
+// escapeOverlayPath escapes the characters that separate overlay options
+// and layers.
+func escapeOverlayPath(p string) string {
+	r := strings.NewReplacer(`\`, `\\`, `,`, `\,`, `:`, `\:`)
+	return r.Replace(p)
+}
+
+// remountReadOnly makes the mount at path read-only, keeping the flags that
+// a user namespace may not clear.
+func remountReadOnly(path string) error {
+	var st unix.Statfs_t
+	if err := unix.Statfs(path, &st); err != nil {
+		return fmt.Errorf("read-only %s: %w", path, err)
+	}
+	flags := uintptr(unix.MS_REMOUNT | unix.MS_BIND | unix.MS_RDONLY)
+	for _, f := range []struct{ st, ms uintptr }{
+		{unix.ST_NOSUID, unix.MS_NOSUID}, {unix.ST_NODEV, unix.MS_NODEV}, {unix.ST_NOEXEC, unix.MS_NOEXEC},
+		{unix.ST_NOATIME, unix.MS_NOATIME}, {unix.ST_NODIRATIME, unix.MS_NODIRATIME}, {unix.ST_RELATIME, unix.MS_RELATIME},
+	} {
+		if uintptr(st.Flags)&f.st != 0 {
+			flags |= f.ms
+		}
+	}
+	if err := unix.Mount("", path, "", flags, ""); err != nil {
+		return fmt.Errorf("read-only %s: %w", path, err)
+	}
+	return nil
+}
+
+// loopbackUp brings up lo in this (new) network namespace.
+func loopbackUp() error {
+	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return fmt.Errorf("loopback: %w", err)
+	}
+	defer unix.Close(fd)
+	ifr, err := unix.NewIfreq("lo")
+	if err != nil {
+		return fmt.Errorf("loopback: %w", err)
+	}
+	if err := unix.IoctlIfreq(fd, unix.SIOCGIFFLAGS, ifr); err != nil {
+		return fmt.Errorf("loopback: %w", err)
+	}
+	ifr.SetUint16(ifr.Uint16() | unix.IFF_UP)
+	if err := unix.IoctlIfreq(fd, unix.SIOCSIFFLAGS, ifr); err != nil {
+		return fmt.Errorf("loopback up: %w", err)
+	}
+	return nil
+}
+
+// execCommand replaces the helper with the command.
+func execCommand(s *nsSpec) int {
+	env := make([]string, 0, len(os.Environ()))
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, helperEnv+"=") {
+			env = append(env, kv)
+		}
+	}
+	path := s.Path
+	if !strings.Contains(path, "/") {
+		p, err := exec.LookPath(path)
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "wtx: %s: %v\n", path, err)
+			return 127
+		}
+		path = p
+	}
+	err := syscall.Exec(path, s.Args, env)
+	fmt.Fprintf(os.Stderr, "wtx: %s: %v\n", s.Path, err)
+	if errors.Is(err, unix.ENOENT) {
+		return 127
+	}
+	return 126
+}

@@ -1,0 +1,509 @@
+package stage
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"sort"
+	"sync"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/wtx-dev/wtx/internal/fsx"
+	"github.com/wtx-dev/wtx/internal/tree"
+)
+
+// Overlay is the backend that stages nothing at open: a command runs in a
+// private mount namespace where an overlay mount, with the workspace as its
+// lower layer and the stage's upper directory on top, covers the
+// workspace's own path. Open records the base manifest with a stat walk;
+// Scan reads the change set from the upper directory alone. A path the
+// stage never wrote shows the workspace's current content.
+//
+// Without root, the namespace comes with a user namespace in which the
+// command runs as root (mapped to the caller); the overlay then keeps its
+// metadata in user.overlay.* extended attributes.
+type Overlay struct{}
+
+// Name returns "overlay".
+func (Overlay) Name() string { return "overlay" }
+
+// Files and directories of an overlay stage, in its stage directory.
+const (
+	overlayConfigName = "overlay.json"
+	upperName         = "upper"
+	workName          = "work"
+	mergedName        = "merged"
+	hiddenName        = "excluded"
+)
+
+// overlayConfig is what an overlay stage keeps about itself.
+type overlayConfig struct {
+	Workspace string   `json:"workspace"`
+	UserXattr bool     `json:"userxattr"`
+	Exclude   []string `json:"exclude,omitempty"`
+	Share     []string `json:"share,omitempty"`
+	// ShareAt, HideDirs and HideFiles are the paths of the workspace that
+	// the selectors matched at open.
+	ShareAt   []string `json:"share_at,omitempty"`
+	HideDirs  []string `json:"hide_dirs,omitempty"`
+	HideFiles []string `json:"hide_files,omitempty"`
+}
+
+// Open records the base manifest of the workspace and makes the stage's
+// upper and work directories.
+func (Overlay) Open(ctx context.Context, req OpenRequest) (View, *tree.Manifest, error) {
+	cfg := overlayConfig{Workspace: req.Workspace, UserXattr: os.Geteuid() != 0,
+		Exclude: req.Exclude.Strings(), Share: req.Share.Strings()}
+	for _, name := range []string{upperName, workName, mergedName, hiddenName} {
+		if err := os.Mkdir(filepath.Join(req.Dir, name), 0o700); err != nil {
+			return nil, nil, err
+		}
+	}
+	// The upper directory is the view's root: it takes the workspace
+	// root's bits when it is copied up.
+	ws, err := fsx.OpenRoot(req.Workspace)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer ws.Close()
+	var (
+		mu      sync.Mutex
+		entries []tree.Entry
+	)
+	checkRead := os.Geteuid() != 0
+	skip := func(rel string, st fsx.Stat) bool {
+		mu.Lock()
+		defer mu.Unlock()
+		switch {
+		case req.Share.Match(rel):
+			cfg.ShareAt = append(cfg.ShareAt, rel)
+		case req.Exclude.Match(rel):
+			if st.Mode.IsDir() {
+				cfg.HideDirs = append(cfg.HideDirs, rel)
+			} else {
+				cfg.HideFiles = append(cfg.HideFiles, rel)
+			}
+		default:
+			return false
+		}
+		return true
+	}
+	werr := parallelWalk(ctx, ws, runtime.GOMAXPROCS(0)*2, skip, func(rel string, d *fsx.Dir, name string, st fsx.Stat) error {
+		e := entryFromStat(rel, st)
+		e.WS = statTuple(st)
+		switch e.Type {
+		case tree.Symlink:
+			target, err := d.Readlink(name)
+			if err != nil {
+				return err
+			}
+			e.Target, e.Size = target, int64(len(target))
+		case tree.File:
+			// The command could read it as root of its namespace, but
+			// wtx could not read it to hash or apply it.
+			if checkRead && st.Mode.Perm()&0o444 != 0o444 {
+				if err := unix.Faccessat(d.Fd(), name, unix.R_OK, unix.AT_EACCESS); err != nil {
+					return fmt.Errorf("stage %s: %w", rel, &fs.PathError{Op: "open", Path: rel, Err: err})
+				}
+			}
+		}
+		mu.Lock()
+		entries = append(entries, e)
+		n := len(entries)
+		mu.Unlock()
+		if req.Progress != nil && n%1024 == 0 {
+			req.Progress(n)
+		}
+		return nil
+	})
+	if werr != nil {
+		return nil, nil, werr
+	}
+	tree.SortEntries(entries)
+	sort.Strings(cfg.ShareAt)
+	sort.Strings(cfg.HideDirs)
+	sort.Strings(cfg.HideFiles)
+	m := &tree.Manifest{Entries: entries}
+	fence, err := fenceAfter(req.Dir, 0)
+	if err != nil {
+		return nil, nil, err
+	}
+	m.Fence, m.ViewFence = fence, fence
+	if err := hashRacy(ctx, m, func(e *tree.Entry) (*os.File, error) {
+		f, err := openWorkspaceFile(ws, e.Path)
+		if err == nil && !sameWSTuple(f, e) {
+			f.Close()
+			return nil, fmt.Errorf("%s: file changed while it was being staged: %w", e.Path, ErrUnstable)
+		}
+		return f, err
+	}); err != nil {
+		return nil, nil, err
+	}
+	raw, err := json.Marshal(cfg)
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := fsx.WriteFileAtomic(filepath.Join(req.Dir, overlayConfigName), raw, 0o600); err != nil {
+		return nil, nil, err
+	}
+	v, err := attachOverlay(req.Workspace, req.Dir)
+	if err != nil {
+		return nil, nil, err
+	}
+	return v, m, nil
+}
+
+// Attach returns the view that Open made in dir.
+func (Overlay) Attach(ctx context.Context, workspace, dir string) (View, error) {
+	return attachOverlay(workspace, dir)
+}
+
+func attachOverlay(workspace, dir string) (*overlayView, error) {
+	raw, err := os.ReadFile(filepath.Join(dir, overlayConfigName))
+	if err != nil {
+		return nil, err
+	}
+	v := &overlayView{dir: dir}
+	if err := json.Unmarshal(raw, &v.cfg); err != nil {
+		return nil, fmt.Errorf("read %s: %w", filepath.Join(dir, overlayConfigName), err)
+	}
+	if v.cfg.Workspace != workspace {
+		return nil, fmt.Errorf("overlay stage %s belongs to %s, not %s", dir, v.cfg.Workspace, workspace)
+	}
+	sels, err := tree.ParseSelectors(append(append([]string(nil), v.cfg.Exclude...), v.cfg.Share...))
+	if err != nil {
+		return nil, err
+	}
+	v.hidden = sels
+	return v, nil
+}
+
+type overlayView struct {
+	dir    string
+	cfg    overlayConfig
+	hidden tree.Selectors // excluded and shared: never part of the view's surface
+}
+
+func (v *overlayView) upper() string { return filepath.Join(v.dir, upperName) }
+
+// Root returns "": the view exists only inside the namespace of a command.
+func (v *overlayView) Root() string { return "" }
+
+func (v *overlayView) Close() error { return nil }
+
+// Prepare rewrites cmd to start the namespace helper, which mounts the view
+// over the workspace's path and then executes cmd's program. A relative
+// cmd.Dir is taken relative to the workspace (the view's root there).
+func (v *overlayView) Prepare(cmd *exec.Cmd, opts RunOptions) error {
+	if !v.cfg.UserXattr && os.Geteuid() != 0 {
+		return fmt.Errorf("overlay stage %s was opened by root; only root can run in it: %w", v.dir, ErrUnsupported)
+	}
+	cwd := cmd.Dir
+	switch {
+	case cwd == "":
+		cwd = v.cfg.Workspace
+	case !filepath.IsAbs(cwd):
+		cwd = filepath.Join(v.cfg.Workspace, cwd)
+	}
+	spec := v.spec()
+	spec.ReadOnly, spec.NoNetwork = opts.ReadOnly, opts.NoNetwork
+	spec.Cwd, spec.Path, spec.Args = cwd, cmd.Path, cmd.Args
+	if len(spec.Args) == 0 {
+		spec.Args = []string{cmd.Path}
+	}
+	env := cmd.Env
+	if env == nil {
+		env = os.Environ()
+	}
+	cmd.Env = append(env[:len(env):len(env)], helperEnv+"=1")
+	cmd.Dir = ""
+	return helperCommand(cmd, &spec, opts.NoNetwork)
+}
+
+func (v *overlayView) spec() nsSpec {
+	return nsSpec{
+		Workspace: v.cfg.Workspace, Lower: v.cfg.Workspace, Upper: v.upper(),
+		Work: filepath.Join(v.dir, workName), Merged: filepath.Join(v.dir, mergedName),
+		Hidden: filepath.Join(v.dir, hiddenName), UserXattr: v.cfg.UserXattr,
+		Share: v.cfg.ShareAt, HideDirs: v.cfg.HideDirs, HideFiles: v.cfg.HideFiles,
+	}
+}
+
+// helperCommand makes cmd start this executable as the namespace helper
+// for spec, in a new mount namespace (and user namespace without root).
+func helperCommand(cmd *exec.Cmd, spec *nsSpec, noNetwork bool) error {
+	raw, err := json.Marshal(spec)
+	if err != nil {
+		return err
+	}
+	cmd.Path = "/proc/self/exe"
+	cmd.Args = []string{"wtx", HelperArg, string(raw)}
+	cmd.Err = nil
+	if cmd.SysProcAttr == nil {
+		cmd.SysProcAttr = &syscall.SysProcAttr{}
+	}
+	a := cmd.SysProcAttr
+	a.Cloneflags |= syscall.CLONE_NEWNS
+	if noNetwork {
+		a.Cloneflags |= syscall.CLONE_NEWNET
+	}
+	if uid := os.Geteuid(); uid != 0 {
+		a.Cloneflags |= syscall.CLONE_NEWUSER
+		a.UidMappings = []syscall.SysProcIDMap{{ContainerID: 0, HostID: uid, Size: 1}}
+		a.GidMappings = []syscall.SysProcIDMap{{ContainerID: 0, HostID: os.Getegid(), Size: 1}}
+		a.GidMappingsEnableSetgroups = false
+	}
+	return nil
+}
+
+// upperNode is what the upper directory holds at one path.
+type upperNode struct {
+	entry    *tree.Entry // nil for a whiteout
+	opaque   bool        // a directory that hides the lower one
+	whiteout bool
+}
+
+// Scan derives the view from the base manifest and the upper directory:
+// untouched paths keep their base entry (marked Unchanged), whiteouts and
+// opaque directories delete, files in the upper directory are hashed.
+func (v *overlayView) Scan(ctx context.Context, base *tree.Manifest, exclude tree.Selectors) ([]tree.Entry, error) {
+	hide := append(append(tree.Selectors(nil), exclude...), v.hidden...)
+	nodes, err := v.readUpper(ctx, hide)
+	if err != nil {
+		return nil, err
+	}
+	// Base paths beneath a whiteout, an opaque directory or a path that is
+	// no longer a directory are gone unless the upper directory has them.
+	gone := make([]bool, len(base.Entries))
+	for p, n := range nodes {
+		if !n.whiteout && !n.opaque && (n.entry == nil || n.entry.Type == tree.Dir) {
+			continue
+		}
+		prefix := p + "/"
+		i := sort.Search(len(base.Entries), func(i int) bool { return base.Entries[i].Path >= prefix })
+		for ; i < len(base.Entries) && len(base.Entries[i].Path) > len(prefix) && base.Entries[i].Path[:len(prefix)] == prefix; i++ {
+			gone[i] = true
+		}
+	}
+	out := make([]tree.Entry, 0, len(base.Entries)+len(nodes))
+	for i := range base.Entries {
+		b := &base.Entries[i]
+		if hide.Match(b.Path) {
+			continue
+		}
+		if n, ok := nodes[b.Path]; ok {
+			if n.entry != nil {
+				out = append(out, *n.entry)
+			}
+			continue
+		}
+		if gone[i] {
+			continue
+		}
+		e := *b
+		e.Unchanged = true
+		out = append(out, e)
+	}
+	for p, n := range nodes {
+		if n.entry != nil && base.Lookup(p) == nil {
+			out = append(out, *n.entry)
+		}
+	}
+	tree.SortEntries(out)
+	if err := fillBaseDigests(ctx, v.cfg.Workspace, base, out); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// readUpper walks the upper directory and hashes the files in it.
+func (v *overlayView) readUpper(ctx context.Context, hide tree.Selectors) (map[string]*upperNode, error) {
+	root, err := fsx.OpenRoot(v.upper())
+	if err != nil {
+		return nil, err
+	}
+	defer root.Close()
+	nodes := map[string]*upperNode{}
+	pool := newHashPool(func(j hashJob) error {
+		defer j.f.Close()
+		bp := bufPool.Get().(*[]byte)
+		defer bufPool.Put(bp)
+		d, n, err := hashFile(j.f, *bp)
+		if err != nil {
+			return fmt.Errorf("scan %s: %w", j.e.Path, err)
+		}
+		if n != j.e.Size {
+			return fmt.Errorf("scan %s: %w", j.e.Path, ErrUnstable)
+		}
+		j.e.Digest = d
+		return nil
+	})
+	werr := walk(ctx, root, hide, func(rel string, d *fsx.Dir, name string, st fsx.Stat) error {
+		if pool.failed() {
+			return errStopWalk
+		}
+		if st.Mode&fs.ModeCharDevice != 0 {
+			var ust unix.Stat_t
+			if err := unix.Fstatat(d.Fd(), name, &ust, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+				return fmt.Errorf("scan %s: %w", rel, err)
+			}
+			if ust.Rdev == 0 {
+				nodes[rel] = &upperNode{whiteout: true}
+				return nil
+			}
+		}
+		e := entryFromStat(rel, st)
+		n := &upperNode{entry: &e}
+		nodes[rel] = n
+		switch e.Type {
+		case tree.Dir:
+			opaque, err := v.isOpaque(d, name)
+			if err != nil {
+				return fmt.Errorf("scan %s: %w", rel, err)
+			}
+			n.opaque = opaque
+		case tree.Symlink:
+			target, err := d.Readlink(name)
+			if err != nil {
+				return err
+			}
+			e.Target, e.Size = target, int64(len(target))
+		case tree.File:
+			e.View = statTuple(st)
+			e.View.Dev = 0
+			f, err := d.OpenFile(name)
+			if err != nil {
+				return fmt.Errorf("scan %s: %w", rel, err)
+			}
+			pool.jobs <- hashJob{e: &e, f: f}
+		}
+		return nil
+	})
+	perr := pool.wait()
+	if werr == errStopWalk {
+		werr = nil
+	}
+	if err := errors.Join(werr, perr); err != nil {
+		return nil, err
+	}
+	return nodes, nil
+}
+
+// isOpaque reads the overlay's opaque mark of the upper directory name in
+// d: the xattr of the namespace the overlay was mounted with, and only on a
+// directory, where it is the overlay's own metadata.
+func (v *overlayView) isOpaque(d *fsx.Dir, name string) (bool, error) {
+	return v.isOpaqueAt(d.Fd(), name)
+}
+
+func (v *overlayView) isOpaqueAt(dirfd int, name string) (bool, error) {
+	attr := "trusted.overlay.opaque"
+	if v.cfg.UserXattr {
+		attr = "user.overlay.opaque"
+	}
+	fd, err := unix.Openat(dirfd, name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return false, err
+	}
+	defer unix.Close(fd)
+	buf := make([]byte, 8)
+	n, err := unix.Fgetxattr(fd, attr, buf)
+	switch {
+	case errors.Is(err, unix.ENODATA), errors.Is(err, unix.ENOTSUP):
+		return false, nil
+	case err != nil:
+		return false, err
+	}
+	return n == 1 && buf[0] == 'y', nil
+}
+
+// locate says where rel is read from: the upper directory, the workspace,
+// or nowhere (fs.ErrNotExist).
+func (v *overlayView) locate(rel string) (string, error) {
+	if err := fsx.ValidRel(rel); err != nil || rel == "." || v.hidden.Match(rel) {
+		return "", &fs.PathError{Op: "open", Path: rel, Err: fs.ErrNotExist}
+	}
+	lower := true
+	up := v.upper()
+	parts := splitRel(rel)
+	for i := range parts {
+		p := filepath.Join(up, filepath.Join(parts[:i+1]...))
+		var st unix.Stat_t
+		if err := unix.Lstat(p, &st); err != nil {
+			if !errors.Is(err, unix.ENOENT) {
+				return "", &fs.PathError{Op: "open", Path: rel, Err: err}
+			}
+			if !lower {
+				return "", &fs.PathError{Op: "open", Path: rel, Err: fs.ErrNotExist}
+			}
+			return v.cfg.Workspace, nil
+		}
+		if st.Mode&unix.S_IFMT == unix.S_IFCHR && st.Rdev == 0 {
+			return "", &fs.PathError{Op: "open", Path: rel, Err: fs.ErrNotExist}
+		}
+		if i == len(parts)-1 {
+			return up, nil
+		}
+		if st.Mode&unix.S_IFMT != unix.S_IFDIR {
+			return up, nil // fsx refuses to go through it
+		}
+		if lower {
+			if opaque, err := v.isOpaqueAt(unix.AT_FDCWD, p); err == nil && opaque {
+				lower = false
+			}
+		}
+	}
+	return up, nil
+}
+
+func splitRel(rel string) []string {
+	var parts []string
+	for rel != "" {
+		i := 0
+		for i < len(rel) && rel[i] != '/' {
+			i++
+		}
+		parts = append(parts, rel[:i])
+		if i == len(rel) {
+			break
+		}
+		rel = rel[i+1:]
+	}
+	return parts
+}
+
+func (v *overlayView) OpenFile(rel string) (*os.File, error) {
+	root, err := v.locate(rel)
+	if err != nil {
+		return nil, err
+	}
+	return openInRoot(root, rel)
+}
+
+func (v *overlayView) Readlink(rel string) (string, error) {
+	root, err := v.locate(rel)
+	if err != nil {
+		return "", err
+	}
+	return readlinkInRoot(root, rel)
+}
+
+// Remove clears the work directory, which the overlay leaves unreadable.
+func (v *overlayView) Remove(ctx context.Context) error {
+	work := filepath.Join(v.dir, workName)
+	filepath.WalkDir(work, func(p string, d fs.DirEntry, err error) error {
+		if d != nil && d.IsDir() {
+			os.Chmod(p, 0o700)
+		}
+		return nil
+	})
+	return os.RemoveAll(work)
+}

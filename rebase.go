@@ -1,0 +1,230 @@
+package wtx
+
+import (
+	"context"
+	"fmt"
+	"sort"
+
+	"github.com/wtx-dev/wtx/internal/blob"
+	"github.com/wtx-dev/wtx/internal/fsx"
+	"github.com/wtx-dev/wtx/internal/textdiff"
+	"github.com/wtx-dev/wtx/internal/tree"
+)
+
+// RebaseResult reports a rebase.
+type RebaseResult struct {
+	// Rebased lists the drifted paths whose edits were re-run on the
+	// workspace's current content; Merged those merged three-way.
+	Rebased []string `json:"rebased"`
+	Merged  []string `json:"merged"`
+}
+
+// Rebase moves the stage onto the workspace's current state for every path
+// it changed that drifted (changed in the workspace since the stage
+// opened). A path whose ops are all content-based edits (--old/--new,
+// without an expected hash) gets them re-run on the workspace's current
+// content. With merge, any other path that is text and whose original
+// content is known is merged three-way (the stage's changes and the
+// workspace's both land; overlapping ones refuse). Anything else — a whole
+// write, a removal, an op with an expected hash, a command run — makes the
+// rebase fail, and then the stage is left exactly as it was.
+func (s *Stage) Rebase(ctx context.Context, merge bool) (*RebaseResult, error) {
+	unlock, err := s.ws.lock(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
+	v, fo, err := s.fileOps(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer v.Close()
+	cs, err := s.Changes(ctx, nil)
+	if err != nil {
+		return nil, err
+	}
+	root, err := fsx.OpenRoot(s.ws.path)
+	if err != nil {
+		return nil, AsError(err)
+	}
+	defer root.Close()
+	a := &applier{ws: s.ws, root: root, base: cs.base, ident: map[string]fsx.Stat{}, readOnly: true}
+	_, _, drift, err := a.check(ctx, cs.changes)
+	if err != nil {
+		return nil, err
+	}
+	ops, err := s.TxOps(ctx)
+	if err != nil {
+		return nil, err
+	}
+	res := &RebaseResult{Rebased: []string{}, Merged: []string{}}
+	type plan struct {
+		path    string
+		content []byte
+		perm    uint32
+		cur     string // the workspace's current digest: the new base
+	}
+	var plans []plan
+	var failures []Conflict
+	for _, d := range drift {
+		p := d.Path
+		cur, err := workspaceDigest(root, p)
+		if err != nil {
+			return nil, err
+		}
+		if cur == "absent" || cur == "not-a-file" {
+			failures = append(failures, Conflict{Path: p, Kind: d.Kind, Detail: "the workspace no longer holds a file there; nothing to re-run the edits on"})
+			continue
+		}
+		theirs, err := s.ws.readWorkspaceFile(root, p, cur)
+		if err != nil {
+			return nil, err
+		}
+		// Kept: after the rebase it is the path's base, the original a later
+		// merge needs.
+		if _, err := s.ws.blobs.PutBytes(ctx, theirs); err != nil {
+			return nil, AsError(err)
+		}
+		var touching []TxOp
+		rerunnable := true
+		for _, op := range ops {
+			for _, f := range op.Files {
+				if f.Path == p && op.Kind != "read" {
+					touching = append(touching, op)
+					if op.Kind != "edit" || op.ExpectHash != "" {
+						rerunnable = false
+					}
+				}
+			}
+		}
+		// A command run may have changed the path too; its changes are not
+		// recorded by path, so only a merge can carry them.
+		for _, op := range ops {
+			if op.Kind == "run" {
+				rerunnable = false
+			}
+		}
+		perm := uint32(0o644)
+		if c := findTreeChange(cs.changes, p); c != nil && c.New != nil {
+			perm = c.New.Perm
+		}
+		if len(touching) > 0 && rerunnable {
+			content := theirs
+			ok := true
+			for _, op := range touching {
+				next, err := applyEdit(p, content, op.Old, op.New, op.All)
+				if err != nil {
+					failures = append(failures, Conflict{Path: p, Kind: "rebase", Detail: fmt.Sprintf("op %d no longer applies: %v", op.Seq, err)})
+					ok = false
+					break
+				}
+				content = next
+			}
+			if ok {
+				plans = append(plans, plan{path: p, content: content, perm: perm, cur: cur})
+				res.Rebased = append(res.Rebased, p)
+			}
+			continue
+		}
+		if !merge {
+			why := "its ops are not all content-based edits (a whole write, a removal, an expected hash or a command run)"
+			failures = append(failures, Conflict{Path: p, Kind: "rebase", Detail: why})
+			continue
+		}
+		c := findTreeChange(cs.changes, p)
+		if c == nil || c.Old == nil || c.New == nil || c.Old.Type != tree.File || c.New.Type != tree.File || !s.ws.blobs.Has(blob.Digest(c.Old.Digest)) {
+			failures = append(failures, Conflict{Path: p, Kind: "rebase", Detail: "no three-way merge: the original content is not known or the path is not a file on both sides"})
+			continue
+		}
+		base, err := s.ws.blobs.ReadAll(blob.Digest(c.Old.Digest))
+		if err != nil {
+			return nil, AsError(err)
+		}
+		_, ours, err := stagedFile(v, p)
+		if err != nil {
+			return nil, err
+		}
+		if textdiff.IsBinary(base) || textdiff.IsBinary(ours) || textdiff.IsBinary(theirs) {
+			failures = append(failures, Conflict{Path: p, Kind: "rebase", Detail: "binary file: no three-way merge"})
+			continue
+		}
+		merged, conflicts := textdiff.Merge3(base, ours, theirs)
+		if len(conflicts) > 0 {
+			failures = append(failures, Conflict{Path: p, Kind: "rebase",
+				Detail: fmt.Sprintf("the stage and the workspace changed the same lines (base lines %d-%d)", conflicts[0].Start, conflicts[0].End)})
+			continue
+		}
+		plans = append(plans, plan{path: p, content: merged, perm: perm, cur: cur})
+		res.Merged = append(res.Merged, p)
+	}
+	if len(failures) > 0 {
+		repairs := []Repair{{Action: "drop", Detail: "drop the stage and redo the work on the current workspace", Command: "wtx drop " + s.ID()}}
+		if !merge {
+			repairs = append([]Repair{{Action: "merge", Detail: "merge the drifted files three-way where their original is known", Command: "wtx rebase " + s.ID() + " --merge"}}, repairs...)
+		}
+		return nil, &Error{Code: CodeTargetChanged,
+			Message:   fmt.Sprintf("rebase of %s cannot carry %d drifted path(s); the stage is unchanged; first: %s (%s)", s.ID(), len(failures), failures[0].Path, failures[0].Detail),
+			Conflicts: failures, Repairs: repairs}
+	}
+	if len(plans) == 0 {
+		return res, nil
+	}
+	// Every path could be carried: write the new contents and move their base.
+	m := cs.base
+	for _, pl := range plans {
+		if err := fo.WriteFile(ctx, pl.path, pl.content, fsFileMode(pl.perm)); err != nil {
+			return nil, s.fileOpError(pl.path, err)
+		}
+		st, err := root.Lstat(pl.path)
+		if err != nil {
+			return nil, AsError(err)
+		}
+		e := tree.Entry{Path: pl.path, Type: tree.File, Perm: uint32(st.Mode.Perm()), Size: st.Size, Digest: pl.cur,
+			WS: tree.Stat{Ino: st.Ino, Dev: st.Dev, Size: st.Size, Mtime: st.Mtime, Ctime: st.Ctime}}
+		if old := m.Lookup(pl.path); old != nil {
+			e.View = old.View
+			*old = e
+		} else {
+			m.Entries = append(m.Entries, e)
+		}
+	}
+	tree.SortEntries(m.Entries)
+	if err := writeManifest(s.ws.stageDir(s.ID()), m); err != nil {
+		return nil, AsError(err)
+	}
+	sort.Strings(res.Rebased)
+	sort.Strings(res.Merged)
+	return res, nil
+}
+
+func findTreeChange(cs []tree.Change, p string) *tree.Change {
+	for i := range cs {
+		if cs[i].Path == p {
+			return &cs[i]
+		}
+	}
+	return nil
+}
+
+// readWorkspaceFile reads the workspace file rel and checks it has digest
+// want (it was just hashed).
+func (w *Workspace) readWorkspaceFile(root *fsx.Root, rel, want string) ([]byte, error) {
+	d, err := root.OpenDir(tree.Parent(rel))
+	if err != nil {
+		return nil, AsError(err)
+	}
+	defer d.Close()
+	f, err := d.OpenFile(tree.Base(rel))
+	if err != nil {
+		return nil, AsError(err)
+	}
+	defer f.Close()
+	data, err := readAllLimit(f)
+	if err != nil {
+		return nil, err
+	}
+	if string(blob.Sum(data)) != want {
+		return nil, &Error{Code: CodeUnstable, Message: fmt.Sprintf("%s changed while it was read; try again", rel)}
+	}
+	return data, nil
+}

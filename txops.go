@@ -1,0 +1,510 @@
+package wtx
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"strings"
+	"time"
+
+	"github.com/wtx-dev/wtx/internal/blob"
+	"github.com/wtx-dev/wtx/internal/fsx"
+	"github.com/wtx-dev/wtx/internal/stage"
+	"github.com/wtx-dev/wtx/internal/state"
+	"github.com/wtx-dev/wtx/internal/tree"
+)
+
+// TxOp is one per-file operation inside a stage (or a command run in it),
+// numbered from 1.
+type TxOp struct {
+	Seq     int       `json:"tx_op"`
+	Kind    string    `json:"kind"` // write, edit, rm, read, run
+	Argv    []string  `json:"argv"`
+	Created time.Time `json:"created"`
+	// Files are the paths the op touched, with their staged state before
+	// and after it (nil: absent).
+	Files []TxFile `json:"files"`
+	// Edit's arguments, for rebase.
+	Old        string `json:"old,omitempty"`
+	New        string `json:"new,omitempty"`
+	All        bool   `json:"all,omitempty"`
+	ExpectHash string `json:"expect_hash,omitempty"`
+}
+
+// TxFile is one path a TxOp touched.
+type TxFile struct {
+	Path   string `json:"path"`
+	Before *Side  `json:"before"`
+	After  *Side  `json:"after"`
+}
+
+// FileResult answers a per-file operation.
+type FileResult struct {
+	TxOp   int    `json:"tx_op"`
+	Path   string `json:"path"`
+	Digest string `json:"digest,omitempty"` // the content now staged (or read)
+	Size   int64  `json:"size"`
+	// Before is the digest the path held in the stage before the op
+	// ("absent" when it did not exist).
+	Before string `json:"before,omitempty"`
+	// Content is what a read returned.
+	Content []byte `json:"-"`
+}
+
+// WriteOptions guard and shape a write.
+type WriteOptions struct {
+	// ExpectHash refuses the write (refusal.stale-read) unless the staged
+	// file's digest is still this one (the digest a read returned).
+	ExpectHash string
+	// Perm is the permission bits of a new file (0644 when zero); an
+	// existing file keeps its own.
+	Perm fs.FileMode
+}
+
+// validOpPath checks a per-file operation's path (C-001).
+func validOpPath(p string) error {
+	if err := fsx.ValidRel(p); err != nil || p == "." {
+		msg := fmt.Sprintf("path %q is outside the workspace or not a clean relative path", p)
+		if err != nil {
+			msg = fmt.Sprintf("path %q: %v", p, err)
+		}
+		return &Error{Code: CodeBoundary, Message: msg,
+			Conflicts: []Conflict{{Path: p, Kind: "boundary"}}}
+	}
+	return nil
+}
+
+// stagedFile reads what the stage holds at rel: (nil, nil) when absent.
+func stagedFile(v stage.View, rel string) (*Side, []byte, error) {
+	f, err := v.OpenFile(rel)
+	switch {
+	case err == nil:
+	case errors.Is(err, fs.ErrNotExist):
+		return nil, nil, nil
+	case errors.Is(err, fsx.ErrSymlink):
+		return nil, nil, &Error{Code: CodeBoundary, Message: fmt.Sprintf("%s is or goes through a symlink in the stage; per-file operations never follow links", rel),
+			Conflicts: []Conflict{{Path: rel, Kind: "symlink"}}}
+	case errors.Is(err, fsx.ErrNotRegular):
+		return nil, nil, errorf(CodeSpecialFile, "%s is not a regular file in the stage", rel)
+	default:
+		return nil, nil, AsError(err)
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, nil, AsError(err)
+	}
+	data, err := io.ReadAll(f)
+	if err != nil {
+		return nil, nil, AsError(err)
+	}
+	return &Side{Type: "file", Mode: fmt.Sprintf("%04o", fi.Mode().Perm()), Size: int64(len(data)), Digest: string(blob.Sum(data))}, data, nil
+}
+
+// fileOps returns the view's per-file interface.
+func (s *Stage) fileOps(ctx context.Context) (stage.View, stage.FileOps, error) {
+	if err := s.checkUsable(); err != nil {
+		return nil, nil, err
+	}
+	v, err := s.view(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	fo, ok := v.(stage.FileOps)
+	if !ok {
+		fo = stage.ExecFileOps(v)
+	}
+	return v, fo, nil
+}
+
+// Read returns the staged content of path and records it in the stage's
+// read set: if the workspace's copy changes before apply, the apply is
+// refused (refusal.stale-read). Reading again refreshes the record.
+func (s *Stage) Read(ctx context.Context, path string) (*FileResult, error) {
+	if err := validOpPath(path); err != nil {
+		return nil, err
+	}
+	unlock, err := s.ws.lock(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
+	v, fo, err := s.fileOps(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer v.Close()
+	side, data, err := stagedFile(v, path)
+	if err != nil {
+		return nil, err
+	}
+	if side, data, err = s.refreshUntouched(ctx, v, fo, path, side, data); err != nil {
+		return nil, err
+	}
+	if side == nil {
+		return nil, errorf(CodeFileNotFound, "%s does not exist in stage %s", path, s.ID())
+	}
+	res := &FileResult{Path: path, Digest: side.Digest, Size: side.Size, Before: side.Digest, Content: data}
+	err = s.recordTxOp(ctx, TxOp{Kind: "read", Argv: []string{"read", path}, Files: []TxFile{{Path: path, Before: side, After: side}}}, res, func(tx *state.Txn, seq int) error {
+		return tx.PutRead(ctx, state.Read{StageID: s.ID(), Path: path, Digest: side.Digest, Seq: seq, ReadAt: s.ws.now().UTC()})
+	})
+	return res, err
+}
+
+// Write stages data as the content of path.
+func (s *Stage) Write(ctx context.Context, path string, data []byte, opts WriteOptions) (*FileResult, error) {
+	op := TxOp{Kind: "write", Argv: []string{"write", path}, ExpectHash: opts.ExpectHash}
+	return s.change(ctx, path, op, opts.ExpectHash, func(before []byte, exists bool) ([]byte, error) { return data, nil }, opts.Perm)
+}
+
+// Edit replaces the exact text old with new in the staged file path: it
+// must occur exactly once, or any number of times (at least one) with all.
+func (s *Stage) Edit(ctx context.Context, path, old, new string, all bool, expectHash string) (*FileResult, error) {
+	if old == "" {
+		return nil, errorf(CodeUsage, "edit %s: --old must not be empty", path)
+	}
+	op := TxOp{Kind: "edit", Argv: []string{"edit", path}, Old: old, New: new, All: all, ExpectHash: expectHash}
+	return s.change(ctx, path, op, expectHash, func(before []byte, exists bool) ([]byte, error) {
+		if !exists {
+			return nil, errorf(CodeFileNotFound, "edit %s: no such file in stage %s", path, s.ID())
+		}
+		return applyEdit(path, before, old, new, all)
+	}, 0)
+}
+
+// Remove deletes path from the stage.
+func (s *Stage) Remove(ctx context.Context, path string, expectHash string) (*FileResult, error) {
+	op := TxOp{Kind: "rm", Argv: []string{"rm", path}, ExpectHash: expectHash}
+	return s.change(ctx, path, op, expectHash, func(before []byte, exists bool) ([]byte, error) {
+		if !exists {
+			return nil, errorf(CodeFileNotFound, "rm %s: no such file in stage %s", path, s.ID())
+		}
+		return nil, nil
+	}, 0)
+}
+
+// applyEdit performs one exact-text edit, refusing zero matches and, without
+// all, several.
+func applyEdit(path string, content []byte, old, new string, all bool) ([]byte, error) {
+	n := bytes.Count(content, []byte(old))
+	switch {
+	case n == 0:
+		return nil, &Error{Code: CodeEditNoMatch, Message: fmt.Sprintf("edit %s: --old matches 0 times", path)}
+	case n > 1 && !all:
+		return nil, &Error{Code: CodeEditAmbiguous,
+			Message: fmt.Sprintf("edit %s: --old matches %d times, at lines %s; give more context in --old, or --all to replace every one", path, n, matchLines(content, old))}
+	}
+	if all {
+		return bytes.ReplaceAll(content, []byte(old), []byte(new)), nil
+	}
+	return bytes.Replace(content, []byte(old), []byte(new), 1), nil
+}
+
+func matchLines(content []byte, old string) string {
+	var lines []string
+	off := 0
+	for {
+		i := bytes.Index(content[off:], []byte(old))
+		if i < 0 {
+			break
+		}
+		lines = append(lines, fmt.Sprint(bytes.Count(content[:off+i], []byte("\n"))+1))
+		off += i + len(old)
+		if len(lines) == 10 {
+			lines = append(lines, "…")
+			break
+		}
+	}
+	return strings.Join(lines, ", ")
+}
+
+// change runs a content-changing per-file op: compute is given the staged
+// content (and whether the file exists) and returns the new content (nil
+// with no error for a deletion).
+func (s *Stage) change(ctx context.Context, path string, op TxOp, expectHash string, compute func([]byte, bool) ([]byte, error), perm fs.FileMode) (*FileResult, error) {
+	if err := validOpPath(path); err != nil {
+		return nil, err
+	}
+	unlock, err := s.ws.lock(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
+	v, fo, err := s.fileOps(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer v.Close()
+	before, data, err := stagedFile(v, path)
+	if err != nil {
+		return nil, err
+	}
+	if expectHash != "" {
+		got := "absent"
+		if before != nil {
+			got = before.Digest
+		}
+		if got != expectHash {
+			return nil, &Error{Code: CodeStaleRead,
+				Message:   fmt.Sprintf("%s changed in stage %s since it was read (expected %s, now %s)", path, s.ID(), expectHash, got),
+				Conflicts: []Conflict{{Path: path, Kind: "expect-hash", Base: expectHash, Current: got}},
+				Repairs:   []Repair{{Action: "re-read", Detail: "read the file again and redo the change", Command: fmt.Sprintf("wtx read %s --tx %s", path, s.ID())}}}
+		}
+	}
+	next, err := compute(data, before != nil)
+	if err != nil {
+		return nil, err
+	}
+	res := &FileResult{Path: path, Before: "absent"}
+	if before != nil {
+		res.Before = before.Digest
+		if perm == 0 {
+			fmt.Sscanf(before.Mode, "%o", &perm)
+		}
+	}
+	if perm == 0 {
+		perm = 0o644
+	}
+	var after *Side
+	if op.Kind == "rm" {
+		if err := fo.Remove(ctx, path); err != nil {
+			return nil, s.fileOpError(path, err)
+		}
+	} else {
+		d, err := s.ws.blobs.PutBytes(ctx, next)
+		if err != nil {
+			return nil, AsError(err)
+		}
+		if err := fo.WriteFile(ctx, path, next, perm); err != nil {
+			return nil, s.fileOpError(path, err)
+		}
+		after = &Side{Type: "file", Mode: fmt.Sprintf("%04o", perm), Size: int64(len(next)), Digest: string(d)}
+		res.Digest, res.Size = after.Digest, after.Size
+	}
+	if data != nil {
+		if _, err := s.ws.blobs.PutBytes(ctx, data); err != nil {
+			return nil, AsError(err)
+		}
+	}
+	op.Files = []TxFile{{Path: path, Before: before, After: after}}
+	return res, s.recordTxOp(ctx, op, res, nil)
+}
+
+func (s *Stage) fileOpError(path string, err error) error {
+	switch {
+	case errors.Is(err, fsx.ErrSymlink):
+		return &Error{Code: CodeBoundary, Message: fmt.Sprintf("%s is or goes through a symlink in the stage; per-file operations never follow links", path),
+			Conflicts: []Conflict{{Path: path, Kind: "symlink"}}}
+	case errors.Is(err, stage.ErrIsDir), errors.Is(err, fsx.ErrNotDir):
+		return errorf(CodeUsage, "%s: %v", path, err)
+	}
+	return AsError(err)
+}
+
+// recordTxOp numbers op and stores it (with extra, in one transaction).
+func (s *Stage) recordTxOp(ctx context.Context, op TxOp, res *FileResult, extra func(tx *state.Txn, seq int) error) error {
+	op.Created = s.ws.now().UTC()
+	return AsErrorOrNil(s.ws.db.Tx(ctx, func(tx *state.Txn) error {
+		seq, err := tx.NextTxOpSeq(ctx, s.ID())
+		if err != nil {
+			return err
+		}
+		op.Seq = seq
+		body, err := json.Marshal(op)
+		if err != nil {
+			return err
+		}
+		if err := tx.InsertTxOp(ctx, state.TxOp{StageID: s.ID(), Seq: seq, Kind: op.Kind, Body: body, CreatedAt: op.Created}); err != nil {
+			return err
+		}
+		if res != nil {
+			res.TxOp = seq
+		}
+		if extra != nil {
+			return extra(tx, seq)
+		}
+		return nil
+	}))
+}
+
+// AsErrorOrNil is AsError that keeps nil as a nil error.
+func AsErrorOrNil(err error) error {
+	if err == nil {
+		return nil
+	}
+	return AsError(err)
+}
+
+// TxOps lists the stage's per-file ops and runs, in order.
+func (s *Stage) TxOps(ctx context.Context) ([]TxOp, error) {
+	rows, err := s.ws.db.ListTxOps(ctx, s.ID())
+	if err != nil {
+		return nil, AsError(err)
+	}
+	out := make([]TxOp, 0, len(rows))
+	for _, r := range rows {
+		var op TxOp
+		if err := json.Unmarshal(r.Body, &op); err != nil {
+			return nil, &Error{Code: CodeInternal, Message: fmt.Sprintf("op %d of %s is damaged: %v", r.Seq, s.ID(), err)}
+		}
+		out = append(out, op)
+	}
+	return out, nil
+}
+
+// DropOps removes op n and every later op of the stage: each path they
+// touched gets back its staged state from before op n. Runs cannot be
+// dropped (what a command changed is not recorded path by path).
+func (s *Stage) DropOps(ctx context.Context, n int) ([]string, error) {
+	unlock, err := s.ws.lock(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
+	ops, err := s.TxOps(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if n < 1 || n > len(ops) {
+		return nil, errorf(CodeTxOpNotFound, "stage %s has no op %d (it has %d)", s.ID(), n, len(ops))
+	}
+	restore := map[string]*Side{}
+	var order []string
+	for _, op := range ops[n-1:] {
+		if op.Kind == "run" {
+			return nil, errorf(CodeUnsupported, "op %d of %s is a command run, which cannot be dropped path by path; drop the stage instead", op.Seq, s.ID())
+		}
+		for _, f := range op.Files {
+			if _, seen := restore[f.Path]; !seen {
+				restore[f.Path] = f.Before
+				order = append(order, f.Path)
+			}
+		}
+	}
+	v, fo, err := s.fileOps(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer v.Close()
+	var restored []string
+	for _, p := range order {
+		before := restore[p]
+		cur, _, err := stagedFile(v, p)
+		if err != nil {
+			return nil, err
+		}
+		switch {
+		case before == nil && cur == nil:
+		case before == nil:
+			if err := fo.Remove(ctx, p); err != nil {
+				return nil, s.fileOpError(p, err)
+			}
+		case cur != nil && cur.Digest == before.Digest && cur.Mode == before.Mode:
+		default:
+			data, err := s.ws.blobs.ReadAll(blob.Digest(before.Digest))
+			if err != nil {
+				return nil, AsError(fmt.Errorf("content of %s before op %d: %w", p, n, err))
+			}
+			var perm fs.FileMode
+			fmt.Sscanf(before.Mode, "%o", &perm)
+			if err := fo.WriteFile(ctx, p, data, perm); err != nil {
+				return nil, s.fileOpError(p, err)
+			}
+		}
+		restored = append(restored, p)
+	}
+	if err := s.ws.db.DeleteTxOpsFrom(ctx, s.ID(), n); err != nil {
+		return nil, AsError(err)
+	}
+	return nonNil(restored), nil
+}
+
+// refreshUntouched brings a path the stage has not changed up to date with
+// the workspace before it is read: a frozen view (copy, clone) would
+// otherwise keep showing the content of when the stage opened, and reading
+// again could never clear a stale read. The path's base moves with it, so
+// it stays out of the change set. A path the stage changed is left alone.
+func (s *Stage) refreshUntouched(ctx context.Context, v stage.View, fo stage.FileOps, path string, side *Side, data []byte) (*Side, []byte, error) {
+	m, err := s.manifest()
+	if err != nil {
+		return nil, nil, err
+	}
+	b := m.Lookup(path)
+	switch {
+	case b == nil && side != nil:
+		return side, data, nil // added by the stage
+	case b != nil && (b.Type != tree.File || side == nil || side.Digest != b.Digest || side.Mode != b.ModeString()):
+		return side, data, nil // changed by the stage (or not a file)
+	}
+	root, err := fsx.OpenRoot(s.ws.path)
+	if err != nil {
+		return nil, nil, AsError(err)
+	}
+	defer root.Close()
+	cur, err := workspaceDigest(root, path)
+	if err != nil {
+		return nil, nil, err
+	}
+	if b != nil && cur == b.Digest {
+		if st, err := root.Lstat(path); err == nil && uint32(st.Mode.Perm()) == b.Perm {
+			return side, data, nil // up to date
+		}
+	}
+	if b == nil && cur == "absent" {
+		return nil, nil, nil
+	}
+	var entry *tree.Entry
+	switch cur {
+	case "absent":
+		if err := fo.Remove(ctx, path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return nil, nil, s.fileOpError(path, err)
+		}
+		side, data = nil, nil
+	case "not-a-file", "symlink":
+		return side, data, nil // not ours to refresh: a read sees the stage's file
+	default:
+		content, err := s.ws.readWorkspaceFile(root, path, cur)
+		if err != nil {
+			return nil, nil, err
+		}
+		st, err := root.Lstat(path)
+		if err != nil {
+			return nil, nil, AsError(err)
+		}
+		if err := fo.WriteFile(ctx, path, content, st.Mode.Perm()); err != nil {
+			return nil, nil, s.fileOpError(path, err)
+		}
+		if _, err := s.ws.blobs.PutBytes(ctx, content); err != nil {
+			return nil, nil, AsError(err)
+		}
+		entry = &tree.Entry{Path: path, Type: tree.File, Perm: uint32(st.Mode.Perm()), Size: st.Size, Digest: cur,
+			WS: tree.Stat{Ino: st.Ino, Dev: st.Dev, Size: st.Size, Mtime: st.Mtime, Ctime: st.Ctime}}
+		if vf, err := v.OpenFile(path); err == nil {
+			if fi, err := vf.Stat(); err == nil {
+				entry.View = statOfView(fi)
+			}
+			vf.Close()
+		}
+		side = &Side{Type: "file", Mode: entry.ModeString(), Size: st.Size, Digest: cur}
+		data = content
+	}
+	next := make([]tree.Entry, 0, len(m.Entries)+1)
+	for _, e := range m.Entries {
+		if e.Path != path {
+			next = append(next, e)
+		}
+	}
+	if entry != nil {
+		next = append(next, *entry)
+	}
+	tree.SortEntries(next)
+	m.Entries = next
+	if err := writeManifest(s.ws.stageDir(s.ID()), m); err != nil {
+		return nil, nil, AsError(err)
+	}
+	return side, data, nil
+}
