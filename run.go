@@ -145,6 +145,11 @@ func (s *Stage) Run(ctx context.Context, argv []string, opts RunOptions) (*RunRe
 		return nil, err
 	}
 	res.Changes = cs
+	// The run is an op of the stage too: drop-op and rebase must know a
+	// command changed it (what it changed is not recorded path by path).
+	if err := s.recordTxOp(ctx, TxOp{Kind: "run", Argv: append([]string(nil), argv...), Files: []TxFile{}}, nil, nil); err != nil {
+		return nil, err
+	}
 	r := s.newReceipt("run", cs)
 	r.Command = append([]string(nil), argv...)
 	code := res.ExitCode

@@ -36,7 +36,7 @@ type Status struct {
 func (s *Stage) Status(ctx context.Context, paths []string) (*Status, error) {
 	st := &Status{
 		Tx: s.ID(), Name: s.Name(), State: s.State(), Backend: s.Backend(), Skipped: nonNil(s.cfg.Skipped),
-		View: "frozen", Created: s.Created(), Exclude: nonNil(s.cfg.Exclude), Share: nonNil(s.cfg.Share),
+		View: viewKind(s.Backend()), Created: s.Created(), Exclude: nonNil(s.cfg.Exclude), Share: nonNil(s.cfg.Share),
 		Protect: nonNil(s.cfg.Protect), Drift: []Conflict{}, StaleReads: []Conflict{}, Special: []string{},
 		NotTransactional: s.notTransactional(),
 	}
@@ -91,4 +91,14 @@ func nonNil[T any](s []T) []T {
 		return []T{}
 	}
 	return s
+}
+
+// viewKind says whether a backend's view follows the workspace for paths the
+// stage has not touched ("live": overlay) or keeps them as they were at open
+// ("frozen": copy, clone).
+func viewKind(backend string) string {
+	if backend == "overlay" {
+		return "live"
+	}
+	return "frozen"
 }
