@@ -71,6 +71,10 @@ func (w *Workspace) recoverLocked(ctx context.Context, keepExternal bool) (*Reco
 			}
 			return nil, AsError(err)
 		}
+		if j.Workspace != w.path {
+			return nil, &Error{Code: CodeInterruptedApply,
+				Message: fmt.Sprintf("journal %s belongs to workspace %s, not %s: wtx does not act on it here; move it out of %s", op, j.Workspace, w.path, w.journalDir())}
+		}
 		if committed {
 			if err := w.rollForward(ctx, j); err != nil {
 				return nil, err
@@ -101,7 +105,10 @@ func (w *Workspace) rollForward(ctx context.Context, j *journal.Journal) error {
 	defer root.Close()
 	for _, r := range j.Records {
 		if (r.Step.Kind == tree.StepRemove && !r.Unlink) || r.Step.Kind == tree.StepWrite || r.Step.Kind == tree.StepSymlink {
-			removeTemps(root, r)
+			if err := removeTemps(root, r); err != nil {
+				// The journal stays: the next recovery removes them.
+				return AsError(fmt.Errorf("roll forward %s: %w", j.OpID, err))
+			}
 		}
 		failpoint.Hit("recover:forward-cleanup")
 	}
@@ -165,15 +172,37 @@ func (w *Workspace) rollbackJournal(ctx context.Context, j *journal.Journal, kee
 					}}
 			}
 			conflicts = append(conflicts, *cf)
+			// The path stays as it was changed; what the record left under
+			// its temporary names goes (pre-images are in the blob store).
+			if d, err := root.OpenDir(tree.Parent(r.Step.Path)); err == nil {
+				removeNames(d, tempsWithPrefix(d, r.Tmp))
+				d.Close()
+			}
 		}
 		failpoint.Hit("recover:undone")
 	}
-	// The directories whose entries moved are synced before the journal goes.
+	// The directories whose entries moved are synced before the journal
+	// goes. A temporary name left behind (its removal failed) or a failed
+	// sync keeps the journal, so the next recovery does it again: an fsync
+	// error is never trusted.
+	var errs []error
 	for _, r := range j.Records {
-		if d, err := root.OpenDir(tree.Parent(r.Step.Path)); err == nil {
-			d.Sync()
-			d.Close()
+		d, err := root.OpenDir(tree.Parent(r.Step.Path))
+		if err != nil {
+			continue // the directory was removed by the rollback
 		}
+		// A failed restore may leave its temporary file; it is garbage now.
+		removeNames(d, tempsWithPrefix(d, tempPrefix+"restore-"))
+		if left := append(tempsWithPrefix(d, r.Tmp), tempsWithPrefix(d, tempPrefix+"restore-")...); len(left) > 0 {
+			errs = append(errs, fmt.Errorf("roll back %s: temporary names left in %s: %v", j.OpID, d.Rel(), left))
+		}
+		if err := d.Sync(); err != nil {
+			errs = append(errs, err)
+		}
+		d.Close()
+	}
+	if len(errs) > 0 {
+		return nil, AsError(errors.Join(errs...))
 	}
 	return conflicts, nil
 }
@@ -376,15 +405,23 @@ func removeNames(d *fsx.Dir, names []string) {
 }
 
 // removeTemps deletes what a committed record left under its temporary
-// names: moved-aside pre-images and unused temporary files.
-func removeTemps(root *fsx.Root, r journal.Record) {
+// names: moved-aside pre-images and unused temporary files. It fails if
+// any is left or the directory cannot be synced.
+func removeTemps(root *fsx.Root, r journal.Record) error {
 	d, err := root.OpenDir(tree.Parent(r.Step.Path))
 	if err != nil {
-		return
+		return nil // the directory is gone, and its temporary names with it
 	}
 	defer d.Close()
-	removeNames(d, tempsWithPrefix(d, r.Tmp))
-	d.Sync()
+	names := tempsWithPrefix(d, r.Tmp)
+	if len(names) == 0 {
+		return nil
+	}
+	removeNames(d, names)
+	if left := tempsWithPrefix(d, r.Tmp); len(left) > 0 {
+		return fmt.Errorf("temporary names left in %s: %v", d.Rel(), left)
+	}
+	return d.Sync()
 }
 
 // catchUp advances the base of stage id over the paths that already hold

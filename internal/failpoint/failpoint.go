@@ -5,6 +5,9 @@
 //	WTX_FAILPOINT=N          crash (SIGKILL itself) at the N-th point hit
 //	WTX_FAILPOINT=name       crash at the first point with that name
 //	WTX_FAILPOINT_COUNT=FILE append one line per point hit to FILE
+//	WTX_FAILPOINT_ACTION=shutdown:DIR
+//	                         before crashing, shut down DIR's filesystem
+//	                         without a log flush (Linux; a power-cut stand-in)
 //
 // so a test can count the points of an apply, then crash it at each one.
 package failpoint

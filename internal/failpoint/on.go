@@ -20,7 +20,9 @@ var (
 )
 
 // Hit crashes the process (SIGKILL, so no deferred cleanup runs) when the
-// environment arms this point.
+// environment arms this point. With WTX_FAILPOINT_ACTION=shutdown:DIR it
+// first shuts down DIR's filesystem without flushing its log, so that what
+// was not yet durable is lost as in a power cut.
 func Hit(name string) {
 	mu.Lock()
 	defer mu.Unlock()
@@ -36,6 +38,11 @@ func Hit(name string) {
 		return
 	}
 	if n, err := strconv.Atoi(arm); err == nil && n == count || arm == name {
+		if dir, ok := strings.CutPrefix(os.Getenv("WTX_FAILPOINT_ACTION"), "shutdown:"); ok {
+			if err := Shutdown(dir); err != nil {
+				fmt.Fprintf(os.Stderr, "failpoint: %v\n", err)
+			}
+		}
 		syscall.Kill(os.Getpid(), syscall.SIGKILL)
 		select {} // the signal is on its way
 	}
