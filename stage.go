@@ -138,9 +138,16 @@ func (w *Workspace) Begin(ctx context.Context, opts BeginOptions) (*Stage, error
 			removeStageDir(dir)
 		}
 	}()
+	// Staging holds the workspace lock, so the base is never taken from the
+	// middle of another process's apply.
+	unlock, err := w.lock(ctx)
+	if err != nil {
+		return nil, err
+	}
 	view, m, err := backend.Open(ctx, stage.OpenRequest{
 		Workspace: w.path, Dir: dir, Exclude: exclude, Share: share, Progress: opts.Progress,
 	})
+	unlock()
 	if err != nil {
 		return nil, stagingError(err)
 	}

@@ -6,12 +6,17 @@ import (
 	"io"
 	"io/fs"
 	"runtime"
+	"strings"
 	"sync"
 
 	"github.com/wtx-dev/wtx/internal/blob"
 	"github.com/wtx-dev/wtx/internal/fsx"
 	"github.com/wtx-dev/wtx/internal/tree"
 )
+
+// TempPrefix starts the names of the temporary files an apply makes in
+// workspace directories; walks never stage them.
+const TempPrefix = ".wtx-tmp-"
 
 // visitFunc is called by walk for every entry beneath the root except those
 // excluded. d is the entry's parent directory, open for the call only.
@@ -39,6 +44,9 @@ func walkDir(ctx context.Context, d *fsx.Dir, prefix string, exclude tree.Select
 			return err
 		}
 		rel := prefix + name
+		if strings.HasPrefix(name, TempPrefix) {
+			continue // an apply's temporary name: recovery's, never part of a surface
+		}
 		if exclude.Match(rel) {
 			continue
 		}
