@@ -9,12 +9,14 @@ import (
 	"io/fs"
 	"os"
 	"sort"
+	"strings"
 	"syscall"
 
 	"github.com/wtx-dev/wtx/internal/blob"
 	"github.com/wtx-dev/wtx/internal/failpoint"
 	"github.com/wtx-dev/wtx/internal/fsx"
 	"github.com/wtx-dev/wtx/internal/journal"
+	"github.com/wtx-dev/wtx/internal/stage"
 	"github.com/wtx-dev/wtx/internal/state"
 	"github.com/wtx-dev/wtx/internal/tree"
 )
@@ -47,7 +49,7 @@ var testHookStep func(i int, st tree.Step) error
 
 // tempPrefix starts the name of every temporary file wtx makes in a
 // workspace directory while it applies.
-const tempPrefix = ".wtx-tmp-"
+const tempPrefix = stage.TempPrefix
 
 // Apply folds the selected part of the change set onto the workspace, all
 // or nothing. The checks run in this order, and the first that fails refuses
@@ -59,6 +61,8 @@ const tempPrefix = ".wtx-tmp-"
 // every selected path against the base (refusal.target-changed, or
 // refusal.boundary when a symlink stands in the way). Paths that already
 // hold their staged state are left alone, so applying again is a no-op.
+// With opts.Hunks, a text file lands with only its chosen hunks; the rest of
+// it stays staged.
 func (s *Stage) Apply(ctx context.Context, opts ApplyOptions) (res *ApplyResult, err error) {
 	if _, err := parsePaths(opts.Paths); err != nil {
 		return nil, err
@@ -99,12 +103,25 @@ func (s *Stage) Apply(ctx context.Context, opts ApplyOptions) (res *ApplyResult,
 			Message: fmt.Sprintf("the selected change set of %s changed since it was reviewed (expected %s, now %s)", s.ID(), opts.Expect, cs.Digest),
 			Repairs: []Repair{{Action: "review", Detail: "look at the change set again", Command: "wtx diff " + s.ID()}}}
 	}
+	var partial map[string]bool
+	if len(opts.Hunks) > 0 {
+		narrowed, p, err := s.narrowHunks(ctx, cs, opts.Hunks)
+		if err != nil {
+			return nil, err
+		}
+		cs, partial = narrowed, p
+		res.Changes, res.ChangesetDigest, res.Counts = cs.Changes, cs.Digest, cs.Counts
+	}
 	if len(cs.Special) > 0 {
 		return nil, &Error{Code: CodeSpecialFile,
 			Message: fmt.Sprintf("the stage holds %d FIFO, socket or device file(s), which wtx never applies: %v; remove them in the stage or leave them out with --path", len(cs.Special), cs.Special)}
 	}
 	for i := range cs.changes {
-		if err := fsx.ValidRel(cs.changes[i].Path); err != nil {
+		err := fsx.ValidRel(cs.changes[i].Path)
+		if err == nil && reservedPath(cs.changes[i].Path) {
+			err = fmt.Errorf("%s: a name starting with %s is reserved for wtx's temporary files", cs.changes[i].Path, tempPrefix)
+		}
+		if err != nil {
 			return nil, &Error{Code: CodeBoundary, Message: err.Error(),
 				Conflicts: []Conflict{{Path: cs.changes[i].Path, Kind: "boundary", Detail: err.Error()}}}
 		}
@@ -112,7 +129,7 @@ func (s *Stage) Apply(ctx context.Context, opts ApplyOptions) (res *ApplyResult,
 	if !opts.Approve {
 		var prot []Conflict
 		for i := range cs.changes {
-			if s.protect.Match(cs.changes[i].Path) {
+			if s.protect.Match(cs.changes[i].Path) || gitPath(cs.changes[i].Path) {
 				prot = append(prot, Conflict{Path: cs.changes[i].Path, Kind: "protected"})
 			}
 		}
@@ -131,7 +148,15 @@ func (s *Stage) Apply(ctx context.Context, opts ApplyOptions) (res *ApplyResult,
 		return nil, AsError(err)
 	}
 	defer root.Close()
-	a := &applier{ws: s.ws, root: root, base: cs.base, ident: map[string]fsx.Stat{}}
+	a := &applier{ws: s.ws, root: root, base: cs.base, ident: map[string]fsx.Stat{}, partial: partial, batch: s.ws.blobs.NewBatch()}
+	// Payloads and pre-images go into the blob store as one batch, made
+	// durable (and visible) before the journal is written.
+	committed := false
+	defer func() {
+		if !committed {
+			a.batch.Abort()
+		}
+	}()
 	if err := a.payloads(ctx, s, cs.changes); err != nil {
 		return nil, err
 	}
@@ -166,6 +191,10 @@ func (s *Stage) Apply(ctx context.Context, opts ApplyOptions) (res *ApplyResult,
 		}
 		return res, nil
 	}
+	if err := a.batch.Commit(); err != nil {
+		return nil, AsError(err)
+	}
+	committed = true
 	opID := newID("op", s.ws.now())
 	rec, err := s.opRecord(opID, cs, opts, res, todo, already)
 	if err != nil {
@@ -216,6 +245,15 @@ type applier struct {
 	// readOnly makes the check phase hash instead of storing pre-images,
 	// and trust a stat tuple that proves a file unchanged (status).
 	readOnly bool
+	// pretemps maps a record's temporary prefix to the temporary file made
+	// for it before the steps ran (see prepareTemps).
+	pretemps map[string]string
+	// batch, when set, takes the blobs the apply stores until they are
+	// committed together.
+	batch *blob.Batch
+	// partial names the paths whose payload is already in the blob store:
+	// chosen hunks of a file rather than its staged content.
+	partial map[string]bool
 }
 
 type trashItem struct {
@@ -234,7 +272,7 @@ func (a *applier) payloads(ctx context.Context, s *Stage, cs []tree.Change) erro
 	defer v.Close()
 	for i := range cs {
 		c := &cs[i]
-		if c.New == nil || c.New.Type != tree.File {
+		if c.New == nil || c.New.Type != tree.File || a.partial[c.Path] {
 			continue
 		}
 		if err := ctx.Err(); err != nil {
@@ -252,7 +290,7 @@ func (a *applier) payloads(ctx context.Context, s *Stage, cs []tree.Change) erro
 					Detail: "the staged file is the workspace file itself (same inode); applying it would be meaningless and writing it was never staged"}})
 			}
 		}
-		d, _, perr := a.ws.blobs.Put(ctx, f)
+		d, _, perr := a.put(ctx, f)
 		f.Close()
 		if err = errors.Join(err, perr); err != nil {
 			return AsError(fmt.Errorf("store staged %s: %w", c.Path, err))
@@ -262,6 +300,14 @@ func (a *applier) payloads(ctx context.Context, s *Stage, cs []tree.Change) erro
 		}
 	}
 	return nil
+}
+
+// put stores r as a blob, in the apply's batch when there is one.
+func (a *applier) put(ctx context.Context, r io.Reader) (blob.Digest, int64, error) {
+	if a.batch != nil {
+		return a.batch.Put(ctx, r)
+	}
+	return a.ws.blobs.Put(ctx, r)
 }
 
 // check compares every selected path with the base and splits the changes
@@ -291,6 +337,11 @@ func (a *applier) check(ctx context.Context, cs []tree.Change) (todo, already []
 			continue
 		}
 		switch {
+		case matches(cur, found, c.Old) && modeOnly(c) && a.ident[c.Path].Nlink > 1:
+			// fchmod would change the file's other hard links too, which
+			// may lie outside the workspace.
+			conflicts = append(conflicts, Conflict{Path: c.Path, Kind: "shared-inode",
+				Detail: "a mode-only change of a file with other hard links would change them too"})
 		case matches(cur, found, c.Old):
 			if c.Old != nil && c.Old.Type == tree.Dir && (c.New == nil || c.New.Type != tree.Dir) {
 				if cf := a.checkEmptied(c.Path, selected); cf != nil {
@@ -371,7 +422,7 @@ func (a *applier) current(ctx context.Context, rel string, selected map[string]*
 			n, err = io.Copy(h, f)
 			dg = h.Digest()
 		} else {
-			dg, n, err = a.ws.blobs.Put(ctx, f)
+			dg, n, err = a.put(ctx, f)
 		}
 		f.Close()
 		if err != nil {
@@ -391,6 +442,35 @@ func (a *applier) current(ctx context.Context, rel string, selected map[string]*
 		e.Target = t
 	}
 	return e, true, nil
+}
+
+// reservedPath reports whether a component of rel starts with the prefix
+// of wtx's temporary files, which recovery would take for its own.
+func reservedPath(rel string) bool {
+	for _, c := range strings.Split(rel, "/") {
+		if strings.HasPrefix(c, tempPrefix) {
+			return true
+		}
+	}
+	return false
+}
+
+// gitPath reports whether rel is or lies under a ".git" directory, in any
+// letter case and at any depth: hooks and configuration there run code, so
+// such paths are protected by default.
+func gitPath(rel string) bool {
+	for _, c := range strings.Split(rel, "/") {
+		if strings.EqualFold(c, ".git") {
+			return true
+		}
+	}
+	return false
+}
+
+// modeOnly reports whether c changes only a regular file's permission bits.
+func modeOnly(c tree.Change) bool {
+	return c.Old != nil && c.New != nil && c.Old.Type == tree.File && c.New.Type == tree.File &&
+		c.Old.Digest == c.New.Digest && c.Old.Perm != c.New.Perm
 }
 
 // created reports whether dir is made by this apply (an added directory or
@@ -518,7 +598,18 @@ func (a *applier) execute(ctx context.Context, recs []journal.Record) (err error
 			touched[st.Path] = true
 		}
 	}
-	// Barrier: every touched directory is synced before success is told.
+	// Barrier: every touched directory is synced before success is told:
+	// one syncfs of the workspace's filesystem where there is one.
+	if rd, err := a.root.OpenDir("."); err == nil {
+		err = rd.SyncFS()
+		rd.Close()
+		if err == nil {
+			return nil
+		}
+		if !errors.Is(err, errors.ErrUnsupported) {
+			return AsError(fmt.Errorf("sync the workspace: %w", err))
+		}
+	}
 	dirs := make([]string, 0, len(touched))
 	for d := range touched {
 		if !a.rmdirs[d] {
@@ -541,23 +632,57 @@ func (a *applier) execute(ctx context.Context, recs []journal.Record) (err error
 }
 
 // cleanup removes the pre-images moved aside during execute; it runs once
-// the op is committed (their content is in the blob store).
-func (a *applier) cleanup() {
+// the op is committed (their content is in the blob store). It reports
+// whether every one is gone and synced; if not, the committed journal is
+// kept so that recovery finishes the cleanup.
+func (a *applier) cleanup() bool {
+	clean := true
+	dirs := map[string]bool{}
 	for _, t := range a.trash {
 		if !t.live {
 			continue
 		}
-		if d, err := a.root.OpenDir(t.dir); err == nil {
-			if st, err := d.Lstat(t.name); err == nil && st.Mode.IsDir() {
-				d.Rmdir(t.name)
-			} else {
-				d.Unlink(t.name)
-			}
-			d.Sync()
-			d.Close()
+		d, err := a.root.OpenDir(t.dir)
+		if err != nil {
+			clean = false
+			continue
 		}
+		remove := d.Unlink
+		if st, serr := d.Lstat(t.name); serr == nil && st.Mode.IsDir() {
+			remove = d.Rmdir
+		}
+		if err := remove(t.name); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			clean = false
+		}
+		d.Close()
+		dirs[t.dir] = true
 		failpoint.Hit("apply:cleanup")
 	}
+	if len(dirs) == 0 {
+		return clean
+	}
+	// The removals are durable before the journal goes: one syncfs of the
+	// workspace's filesystem, or an fsync of each directory.
+	if rd, err := a.root.OpenDir("."); err == nil {
+		err = rd.SyncFS()
+		rd.Close()
+		if err == nil {
+			return clean
+		}
+		if !errors.Is(err, errors.ErrUnsupported) {
+			return false
+		}
+	}
+	for dir := range dirs {
+		d, err := a.root.OpenDir(dir)
+		if err != nil || d.Sync() != nil {
+			clean = false
+		}
+		if err == nil {
+			d.Close()
+		}
+	}
+	return clean
 }
 
 // sameObject reports whether st is the object the check phase saw at rel.
@@ -616,14 +741,18 @@ func (a *applier) step(r journal.Record) (func() error, error) {
 		failpoint.Hit("apply:moved-aside")
 		moved, err := d.Lstat(tmp)
 		if err != nil || !a.sameObject(st.Path, moved) {
-			d.RenameNoReplace(tmp, d, name)
+			if rerr := d.RenameNoReplace(tmp, d, name); rerr != nil {
+				return nil, putBackError(st.Path, fmt.Errorf("changed while the apply ran"), rerr)
+			}
 			return nil, &Conflict{Path: st.Path, Kind: "modified"}
 		}
 		if r.Unlink {
 			// Its directory goes too: the pre-image lives on in the blob
 			// store (files) or in the plan (symlinks).
 			if err := d.Unlink(tmp); err != nil {
-				d.RenameNoReplace(tmp, d, name)
+				if rerr := d.RenameNoReplace(tmp, d, name); rerr != nil {
+					return nil, putBackError(st.Path, err, rerr)
+				}
 				return nil, err
 			}
 			return a.undoIn(st.Path, func(d *fsx.Dir) error { return a.restore(d, name, st.Old) }), nil
@@ -643,8 +772,10 @@ func (a *applier) step(r journal.Record) (func() error, error) {
 		}
 		return a.undoIn(st.Path, func(d *fsx.Dir) error { return d.Rmdir(name) }), nil
 	case tree.StepWrite, tree.StepSymlink:
-		tmp, err := a.makeTemp(d, st, r.Tmp)
-		if err != nil {
+		tmp, ok := a.pretemps[r.Tmp]
+		if ok {
+			delete(a.pretemps, r.Tmp)
+		} else if tmp, err = a.makeTemp(d, st, r.Tmp, true); err != nil {
 			return nil, err
 		}
 		failpoint.Hit("apply:temp-written")
@@ -670,7 +801,9 @@ func (a *applier) step(r journal.Record) (func() error, error) {
 		if err != nil || !a.sameObject(st.Path, displaced) {
 			// Someone replaced the file between check and swap: put their
 			// version back and give up.
-			d.Exchange(tmp, d, name)
+			if rerr := d.Exchange(tmp, d, name); rerr != nil {
+				return nil, putBackError(st.Path, fmt.Errorf("changed while the apply ran"), rerr)
+			}
 			d.Unlink(tmp)
 			return nil, &Conflict{Path: st.Path, Kind: "modified", Detail: "changed while the apply ran"}
 		}
@@ -707,6 +840,13 @@ func (a *applier) step(r journal.Record) (func() error, error) {
 	return nil, fmt.Errorf("unknown step %v", st.Kind)
 }
 
+// putBackError reports a step that failed and could not put back what it
+// had moved: it is an internal error, so the journal stays and recovery
+// finishes the rollback.
+func putBackError(rel string, err, rerr error) error {
+	return &Error{Code: CodeInternal, Message: fmt.Sprintf("apply %s: %v, and it could not be put back: %v", rel, err, rerr)}
+}
+
 // undoIn returns an undo action that runs fn on rel's parent directory,
 // opened afresh when the undo runs (an earlier undo may have recreated it).
 func (a *applier) undoIn(rel string, fn func(d *fsx.Dir) error) func() error {
@@ -725,7 +865,7 @@ func (a *applier) undoIn(rel string, fn func(d *fsx.Dir) error) func() error {
 
 // restore recreates a removed file or symlink from its pre-image.
 func (a *applier) restore(d *fsx.Dir, name string, old *tree.Entry) error {
-	tmp, err := a.makeTemp(d, tree.Step{Kind: map[tree.Type]tree.StepKind{tree.File: tree.StepWrite, tree.Symlink: tree.StepSymlink}[old.Type], New: old}, tempPrefix+"restore-")
+	tmp, err := a.makeTemp(d, tree.Step{Kind: map[tree.Type]tree.StepKind{tree.File: tree.StepWrite, tree.Symlink: tree.StepSymlink}[old.Type], New: old}, tempPrefix+"restore-", true)
 	if err != nil {
 		return err
 	}
@@ -738,7 +878,7 @@ func (a *applier) restore(d *fsx.Dir, name string, old *tree.Entry) error {
 
 // makeTemp writes the new content of st (a file's blob or a symlink) under
 // a fresh temporary name in d, durably, and returns the name.
-func (a *applier) makeTemp(d *fsx.Dir, st tree.Step, prefix string) (string, error) {
+func (a *applier) makeTemp(d *fsx.Dir, st tree.Step, prefix string, durable bool) (string, error) {
 	if st.Kind == tree.StepSymlink {
 		tmp := prefix + "l"
 		if err := d.Symlink(st.New.Target, tmp); err != nil {
@@ -759,7 +899,7 @@ func (a *applier) makeTemp(d *fsx.Dir, st tree.Step, prefix string) (string, err
 	if err == nil {
 		err = f.Chmod(fs.FileMode(st.New.Perm))
 	}
-	if err == nil {
+	if err == nil && durable {
 		err = fsx.SyncFile(f)
 	}
 	if cerr := f.Close(); err == nil {
@@ -891,4 +1031,97 @@ func (s *Stage) opRecord(opID string, cs *ChangeSet, opts ApplyOptions, res *App
 func sameInode(fi os.FileInfo, st fsx.Stat) bool {
 	ino, dev, ok := inodeOf(fi)
 	return ok && ino == st.Ino && dev == st.Dev
+}
+
+// prepareTemps writes the new content of every file and symlink the plan
+// writes under its temporary name before any step runs, in every directory
+// that exists already, and makes them durable together: one syncfs of the
+// workspace's filesystem instead of one fsync each (each is fsync'd where
+// syncfs is missing). Steps whose directory the plan creates make their own
+// temporary file, fsync'd, when they run.
+func (a *applier) prepareTemps(recs []journal.Record) error {
+	a.pretemps = map[string]string{}
+	made := map[string]bool{}
+	for _, r := range recs {
+		if r.Step.Kind == tree.StepMkdir {
+			made[r.Step.Path] = true
+		}
+	}
+	inNewDir := func(p string) bool {
+		for d := tree.Parent(p); d != "."; d = tree.Parent(d) {
+			if made[d] {
+				return true
+			}
+		}
+		return false
+	}
+	var files []string
+	for _, r := range recs {
+		if (r.Step.Kind != tree.StepWrite && r.Step.Kind != tree.StepSymlink) || inNewDir(r.Step.Path) {
+			continue
+		}
+		d, err := a.root.OpenDir(tree.Parent(r.Step.Path))
+		if err != nil {
+			return err
+		}
+		tmp, err := a.makeTemp(d, r.Step, r.Tmp, false)
+		d.Close()
+		if err != nil {
+			return err
+		}
+		a.pretemps[r.Tmp] = tmp
+		files = append(files, r.Step.Path)
+		failpoint.Hit("apply:temp-prepared")
+	}
+	if len(files) == 0 {
+		return nil
+	}
+	rd, err := a.root.OpenDir(".")
+	if err != nil {
+		return err
+	}
+	err = rd.SyncFS()
+	rd.Close()
+	if !errors.Is(err, errors.ErrUnsupported) {
+		return err
+	}
+	for _, r := range recs {
+		tmp, ok := a.pretemps[r.Tmp]
+		if !ok || r.Step.Kind != tree.StepWrite {
+			continue
+		}
+		if err := a.syncTemp(r.Step.Path, tmp); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (a *applier) syncTemp(rel, tmp string) error {
+	d, err := a.root.OpenDir(tree.Parent(rel))
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	f, err := d.OpenFile(tmp)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	return fsx.SyncFile(f)
+}
+
+// dropPretemps removes the prepared temporary files no step consumed.
+func (a *applier) dropPretemps(recs []journal.Record) {
+	for _, r := range recs {
+		tmp, ok := a.pretemps[r.Tmp]
+		if !ok {
+			continue
+		}
+		if d, err := a.root.OpenDir(tree.Parent(r.Step.Path)); err == nil {
+			d.Unlink(tmp)
+			d.Close()
+		}
+	}
+	a.pretemps = nil
 }

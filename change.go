@@ -96,12 +96,17 @@ func (s *Stage) Changes(ctx context.Context, paths []string) (*ChangeSet, error)
 	if s.row.State == StateDropped {
 		return nil, s.checkUsable()
 	}
+	if s.row.State == StateApplied {
+		// wtx gc may have removed a settled stage's directory.
+		m, err := s.manifest()
+		if err != nil {
+			m = &tree.Manifest{}
+		}
+		return newChangeSet(nil, m, nil, nil), nil
+	}
 	m, err := s.manifest()
 	if err != nil {
 		return nil, err
-	}
-	if s.row.State == StateApplied {
-		return newChangeSet(nil, m, nil, nil), nil
 	}
 	v, err := s.view(ctx)
 	if err != nil {

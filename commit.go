@@ -63,7 +63,14 @@ func (w *Workspace) commitOp(ctx context.Context, a *applier, rec *opRecord, cha
 		return AsError(fmt.Errorf("write journal: %w", err))
 	}
 	failpoint.Hit("apply:journaled")
-	if err := a.execute(ctx, recs); err != nil {
+	if err := a.prepareTemps(recs); err != nil {
+		a.dropPretemps(recs)
+		journal.Remove(w.journalDir(), rec.Op.ID)
+		return AsError(fmt.Errorf("write the new contents: %w", err))
+	}
+	err = a.execute(ctx, recs)
+	a.dropPretemps(recs)
+	if err != nil {
 		var e *Error
 		if errors.As(err, &e) && e.Code == CodeInternal {
 			// Not fully undone: the journal stays for recovery.
@@ -82,11 +89,16 @@ func (w *Workspace) commitOp(ctx context.Context, a *applier, rec *opRecord, cha
 		return AsError(fmt.Errorf("commit %s: %w", rec.Op.ID, err))
 	}
 	failpoint.Hit("apply:committed")
-	a.cleanup()
+	clean := a.cleanup()
 	if err := w.recordOp(ctx, *rec); err != nil {
 		return err
 	}
 	failpoint.Hit("apply:recorded")
+	if !clean {
+		// Committed, but a moved-aside pre-image is still in the workspace:
+		// the journal stays and the next command's recovery removes it.
+		return nil
+	}
 	if err := journal.Remove(w.journalDir(), rec.Op.ID); err != nil {
 		return AsError(err)
 	}

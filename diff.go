@@ -35,6 +35,10 @@ type DiffOptions struct {
 	Binary bool
 	// Width is the terminal width for DiffStat (80 when 0).
 	Width int
+	// NumberHunks writes each hunk's number after its "@@ ... @@" header
+	// ("hunk 1", "hunk 2", … per file), the numbers ApplyOptions.Hunks
+	// takes.
+	NumberHunks bool
 }
 
 // DiffResult is what WriteDiff rendered.
@@ -89,7 +93,7 @@ func (s *Stage) WriteDiff(ctx context.Context, w io.Writer, opts DiffOptions) (*
 		out = cw
 	}
 	for _, fd := range fds {
-		if err := textdiff.WriteGitOptions(out, fd, textdiff.Options{Context: 3, Binary: opts.Binary}); err != nil {
+		if err := textdiff.WriteGitOptions(out, fd, textdiff.Options{Context: HunkContext, Binary: opts.Binary, NumberHunks: opts.NumberHunks}); err != nil {
 			return nil, err
 		}
 	}

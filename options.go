@@ -55,4 +55,12 @@ type ApplyOptions struct {
 	// IgnoreStaleReads applies even if files the stage read changed in the
 	// workspace since.
 	IgnoreStaleReads bool
+	// Hunks, keyed by path, applies only the chosen hunks of a text file
+	// modified in the stage, numbered from 1 in diff order as wtx diff
+	// --hunks shows them (with HunkContext lines of context). The path's
+	// post-image is its base content with those hunks applied, its base in
+	// the stage advances to exactly that, and the other hunks stay staged.
+	// Each path must be part of the selection (Paths). Expect is checked
+	// against the selection before it is narrowed to hunks.
+	Hunks map[string][]int
 }

@@ -2,6 +2,8 @@ package cli
 
 import (
 	"fmt"
+	"strconv"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -13,6 +15,8 @@ func newDiffCommand(g *globals) *cobra.Command {
 		paths      []string
 		stat, ns   bool
 		binaryFlag bool
+		noPager    bool
+		numbered   bool
 	)
 	cmd := &cobra.Command{
 		Use:   "diff [T] [--path SEL]... [--stat | --name-status]",
@@ -23,10 +27,20 @@ func newDiffCommand(g *globals) *cobra.Command {
 the output is not a terminal (or with --binary), and marked "Binary files …
 differ" on a terminal. Directories appear in --name-status with a trailing
 slash. With --json, the change set and its changeset_digest are printed
-instead (the digest that 'wtx apply --expect' checks).`,
+instead (the digest that 'wtx apply --expect' checks).
+
+Hunks are numbered from 1 in diff order, per file; --hunks writes the number
+after each hunk header ("@@ -1,3 +1,4 @@ hunk 1"), which git apply ignores.
+'wtx apply --path P --hunks 1,3' applies those hunks of P alone.
+
+On a terminal the diff is coloured (not with NO_COLOR or --no-color) and shown
+through a pager like git's: $PAGER, else "less -FRX"; --no-pager or PAGER=cat
+turns it off. Output to a pipe or a file is never paged.`,
 		Example: `  wtx diff
   wtx diff --stat
-  wtx diff --path src/ | git apply --check`,
+  wtx diff --path src/ | git apply --check
+  wtx diff --hunks --path src/main.go   # number the hunks for apply --hunks
+  wtx diff --json | jq -r .changeset_digest`,
 		Args: maxOneStage,
 		RunE: func(c *cobra.Command, args []string) error {
 			if stat && ns {
@@ -50,14 +64,22 @@ instead (the digest that 'wtx apply --expect' checks).`,
 				return g.emit("diff", map[string]any{"tx": st.ID(), "changes": cs.Changes, "counts": cs.Counts,
 					"changeset_digest": cs.Digest, "special": orEmpty(cs.Special)})
 			}
-			opts := wtx.DiffOptions{Paths: paths, Color: g.color(), Binary: binaryFlag || !g.io.OutTTY}
+			opts := wtx.DiffOptions{Paths: paths, Color: g.color(), Binary: binaryFlag || !g.io.OutTTY, NumberHunks: numbered}
 			switch {
 			case stat:
 				opts.Format = wtx.DiffStat
 			case ns:
 				opts.Format = wtx.DiffNameStatus
 			}
-			res, err := st.WriteDiff(ctx, g.io.Out, opts)
+			out := g.io.Out
+			pg := g.startPager(noPager)
+			if pg != nil {
+				out = pg
+			}
+			res, err := st.WriteDiff(ctx, out, opts)
+			if pg != nil {
+				pg.wait()
+			}
 			if err != nil {
 				return err
 			}
@@ -72,16 +94,19 @@ instead (the digest that 'wtx apply --expect' checks).`,
 	f.BoolVar(&stat, "stat", false, "a per-file summary like git diff --stat")
 	f.BoolVar(&ns, "name-status", false, "one line per change: A, M, D or T (type change), a tab, the path")
 	f.BoolVar(&binaryFlag, "binary", false, "write binary changes as git binary patches even on a terminal")
+	f.BoolVar(&noPager, "no-pager", false, "never page the output, even on a terminal")
+	f.BoolVar(&numbered, "hunks", false, "number each hunk after its @@ header, for apply --hunks")
 	return cmd
 }
 
 func newApplyCommand(g *globals) *cobra.Command {
 	var (
-		opts wtx.ApplyOptions
-		all  bool
+		opts  wtx.ApplyOptions
+		all   bool
+		hunks string
 	)
 	cmd := &cobra.Command{
-		Use:   "apply [T] [--path SEL]... [--all] [--approve] [--dry-run] [--expect DIGEST]",
+		Use:   "apply [T] [--path SEL]... [--hunks N,M] [--all] [--approve] [--dry-run] [--expect DIGEST]",
 		Short: "Apply a stage's change set to the workspace, all or nothing",
 		Long: `Apply the selected part of stage T's change set to the workspace (the whole
 change set by default, or --all), all or nothing. Before writing anything,
@@ -94,16 +119,31 @@ place; a symlink in the workspace is never followed.
 Paths that already hold their staged state are left alone: applying again is a
 no-op. When the whole change set has landed the stage is settled.
 
+With --hunks, only the chosen hunks of one text file (named by a single
+--path) land: hunks are numbered from 1 in diff order, as
+'wtx diff --hunks --path P' shows them. The file's base in the stage
+advances to exactly what landed, so the remaining hunks stay staged and are
+numbered afresh by the next diff. --expect is checked against the whole
+file's change as 'wtx diff --json --path P' reports it.
+
 EXIT STATUS
   0 applied (or nothing to do), 1 error, 2 refused: nothing was changed.`,
 		Example: `  wtx apply
   wtx apply --path src/ --path go.mod
   wtx apply --dry-run
-  wtx apply --expect sha256:… # what 'wtx diff --json' reported`,
+  wtx apply --expect sha256:… # what 'wtx diff --json' reported
+  wtx apply --path src/main.go --hunks 1,3`,
 		Args: maxOneStage,
 		RunE: func(c *cobra.Command, args []string) error {
 			if all && len(opts.Paths) > 0 {
 				return usageError{msg: "--all and --path cannot be used together"}
+			}
+			if c.Flags().Changed("hunks") {
+				h, err := parseHunks(hunks, opts.Paths)
+				if err != nil {
+					return err
+				}
+				opts.Hunks = h
 			}
 			ctx := c.Context()
 			ws, err := g.open(ctx)
@@ -150,6 +190,24 @@ EXIT STATUS
 	f.BoolVar(&opts.Approve, "approve", false, "allow changes under --protect selectors")
 	f.BoolVarP(&opts.DryRun, "dry-run", "n", false, "run every check, write nothing")
 	f.StringVar(&opts.Expect, "expect", "", "refuse unless the selected change set still has `DIGEST`")
+	f.StringVar(&hunks, "hunks", "", "apply only hunks `N,M`… (from 1, as 'wtx diff --hunks' numbers them) of the one --path")
 	f.BoolVar(&opts.IgnoreStaleReads, "ignore-stale-reads", false, "apply even if files the stage read changed in the workspace since")
 	return cmd
+}
+
+// parseHunks reads --hunks N,M,… for the single file named by --path.
+func parseHunks(list string, paths []string) (map[string][]int, error) {
+	if len(paths) != 1 {
+		return nil, usageError{msg: "--hunks needs exactly one --path naming a text file"}
+	}
+	var nums []int
+	for _, f := range strings.Split(list, ",") {
+		f = strings.TrimSpace(f)
+		n, err := strconv.Atoi(f)
+		if err != nil || n < 1 {
+			return nil, usageError{msg: fmt.Sprintf("--hunks %q: want hunk numbers from 1, separated by commas", list)}
+		}
+		nums = append(nums, n)
+	}
+	return map[string][]int{strings.TrimSuffix(paths[0], "/"): nums}, nil
 }

@@ -258,7 +258,19 @@ EXIT STATUS
 		newDropOpCommand(g),
 		newBatchCommand(g),
 		newMCPCommand(g),
+		newReviewCommand(g),
+		newForkCommand(g),
+		newGCCommand(g),
 	)
+	root.InitDefaultCompletionCmd()
+	for _, c := range root.Commands() {
+		if c.Name() == "completion" {
+			c.Example = `  source <(wtx completion bash)
+  wtx completion zsh > "${fpath[1]}/_wtx"
+  wtx completion fish > ~/.config/fish/completions/wtx.fish`
+		}
+	}
+	g.addCompletion(root)
 	return root
 }
 

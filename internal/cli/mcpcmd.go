@@ -17,6 +17,8 @@ func newMCPCommand(g *globals) *cobra.Command {
 	return &cobra.Command{
 		Use:   "mcp",
 		Short: "Serve wtx to coding agents over the Model Context Protocol (stdio)",
+		Example: `  wtx mcp                       # serve on stdin/stdout
+  wtx -C ~/project mcp          # for a client that starts it by path`,
 		Long: `Run a Model Context Protocol server on stdin/stdout for the workspace (-C DIR or
 the current directory). It exposes begin, read, write, edit, rm, status, diff,
 apply, drop and run as tools with JSON schemas; errors carry the same codes,

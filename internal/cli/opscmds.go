@@ -16,6 +16,8 @@ func newLogCommand(g *globals) *cobra.Command {
 	return &cobra.Command{
 		Use:   "log",
 		Short: "List the ops applied to the workspace",
+		Example: `  wtx log
+  wtx log --json | jq -r '.ops[].op_id'`,
 		Long: `List the workspace's ops, oldest first: every apply and undo that wrote
 something, with its stage, age, number of paths written, and whether it was
 undone. 'wtx show OP' shows one as a diff; 'wtx undo OP' reverses it.`,
@@ -59,8 +61,10 @@ func newShowCommand(g *globals) *cobra.Command {
 	return &cobra.Command{
 		Use:   "show OP",
 		Short: "Show one op as a diff",
-		Long:  `Show op OP (an id or a unique prefix) as a git-style diff from what it replaced to what it wrote.`,
-		Args:  exactlyOne("op"),
+		Example: `  wtx show op-20261130T081500Z-1a2b3c4d
+  wtx show op-20261130T081500Z-1a2b3c4d | git apply -R --check`,
+		Long: `Show op OP (an id or a unique prefix) as a git-style diff from what it replaced to what it wrote.`,
+		Args: exactlyOne("op"),
 		RunE: func(c *cobra.Command, args []string) error {
 			ctx := c.Context()
 			ws, err := g.open(ctx)
@@ -121,6 +125,8 @@ func newRecoverCommand(g *globals) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "recover [--rollback]",
 		Short: "Finish or roll back an apply a crash interrupted",
+		Example: `  wtx recover               # finish an apply a crash interrupted
+  wtx recover --rollback    # or undo it`,
 		Long: `Every wtx command first finishes an apply that a crash interrupted (when it
 had committed) or rolls it back (when it had not). If a path changed after the
 crash, wtx does not overwrite it and stops with refusal.interrupted-apply.
@@ -167,6 +173,8 @@ func newReceiptCommand(g *globals) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "receipt (OP | T)",
 		Short: "Print the receipt of an op or of a stage's latest run or apply",
+		Example: `  wtx receipt op-20261130T081500Z-1a2b3c4d > apply.receipt.json
+  wtx receipt verify apply.receipt.json`,
 		Long: `Print a receipt as JSON: the op's receipt for an op id, or the latest receipt
 of stage T. 'wtx receipt verify FILE' checks a receipt file: every field is
 present and its digest matches its content.`,

@@ -51,6 +51,8 @@ type listRow struct {
 	Backend string      `json:"backend"`
 	State   string      `json:"state"`
 	Counts  *wtx.Counts `json:"counts,omitempty"`
+	// Size is the disk the stage's own directory takes, in bytes.
+	Size int64 `json:"size"`
 }
 
 func newListCommand(g *globals) *cobra.Command {
@@ -58,9 +60,12 @@ func newListCommand(g *globals) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "list",
 		Short: "List the workspace's stages",
-		Long: `List the workspace's stages: id, name, age, backend, state and, for open
-stages, the counts of their change sets. Dropped and applied stages are shown
-with --all.`,
+		Long: `List the workspace's stages: id, name, age, the disk its state takes, backend,
+state and, for open stages, the counts of their change sets. Dropped and
+applied stages are shown with --all.`,
+		Example: `  wtx list
+  wtx list --all
+  wtx list --json | jq -r '.stages[].tx'`,
 		Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, args []string) error {
 			ctx := c.Context()
@@ -78,7 +83,7 @@ with --all.`,
 				if !all && st.State() != wtx.StateOpen {
 					continue
 				}
-				r := listRow{Tx: st.ID(), Name: st.Name(), Created: st.Created(), Backend: st.Backend(), State: st.State()}
+				r := listRow{Tx: st.ID(), Name: st.Name(), Created: st.Created(), Backend: st.Backend(), State: st.State(), Size: st.DiskUsage()}
 				if st.State() == wtx.StateOpen {
 					if cs, err := st.Changes(ctx, nil); err == nil {
 						r.Counts = &cs.Counts
@@ -94,13 +99,13 @@ with --all.`,
 				return nil
 			}
 			tw := tabwriter.NewWriter(g.io.Out, 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "STAGE\tNAME\tAGE\tBACKEND\tSTATE\tCHANGES")
+			fmt.Fprintln(tw, "STAGE\tNAME\tAGE\tSIZE\tBACKEND\tSTATE\tCHANGES")
 			for _, r := range rows {
 				changes := "-"
 				if r.Counts != nil {
 					changes = fmt.Sprintf("+%d ~%d -%d", r.Counts.Added, r.Counts.Modified, r.Counts.Deleted)
 				}
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", r.Tx, dash(r.Name), age(time.Since(r.Created)), r.Backend, r.State, changes)
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.Tx, dash(r.Name), age(time.Since(r.Created)), humanBytes(r.Size), r.Backend, r.State, changes)
 			}
 			return tw.Flush()
 		},
@@ -133,6 +138,9 @@ func newStatusCommand(g *globals) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "status [T]",
 		Short: "Show one stage: state, change set, drift",
+		Example: `  wtx status
+  wtx status fmt --path src/
+  wtx status --json | jq .changeset_digest`,
 		Long: `Show a stage's state, backend, change set and changeset digest, and drift:
 changed paths whose workspace copy moved since the stage opened (an apply of
 them would be refused). T is a stage id, a unique prefix of one, or a name; it
@@ -220,6 +228,8 @@ func newDropCommand(g *globals) *cobra.Command {
 	return &cobra.Command{
 		Use:   "drop [T]",
 		Short: "Discard a stage; the workspace is untouched",
+		Example: `  wtx drop
+  wtx drop tx-20261130T081500Z-1a2b3c4d`,
 		Long: `Discard stage T: its view is removed and it can never be applied. The
 workspace is not touched.`,
 		Args: maxOneStage,

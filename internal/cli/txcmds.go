@@ -161,9 +161,10 @@ workspace's copy changes.`,
 func newRmCommand(g *globals) *cobra.Command {
 	var tx, expect string
 	cmd := &cobra.Command{
-		Use:   "rm PATH --tx T",
-		Short: "Delete a file in a stage",
-		Args:  exactlyOne("path"),
+		Use:     "rm PATH --tx T",
+		Short:   "Delete a file in a stage",
+		Example: `  wtx rm old/notes.txt --tx fmt`,
+		Args:    exactlyOne("path"),
 		RunE: func(c *cobra.Command, args []string) error {
 			ws, st, err := g.stageFor(c, tx)
 			if err != nil {
@@ -200,6 +201,8 @@ func newRebaseCommand(g *globals) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "rebase [T] [--merge]",
 		Short: "Carry a stage's edits onto the workspace's current content",
+		Example: `  wtx rebase
+  wtx rebase fmt --merge`,
 		Long: `For every path stage T changed that also changed in the workspace since the
 stage opened (drift), re-run T's content-based edits (wtx edit --old/--new) on
 the workspace's current content, and move the path's base to it. With --merge, a
@@ -238,8 +241,9 @@ the same lines refuse. If any drifted path cannot be carried, nothing changes.`,
 
 func newDropOpCommand(g *globals) *cobra.Command {
 	return &cobra.Command{
-		Use:   "drop-op T N",
-		Short: "Remove op N and every later op of a stage",
+		Use:     "drop-op T N",
+		Short:   "Remove op N and every later op of a stage",
+		Example: `  wtx drop-op fmt 3      # forget op 3 of stage fmt and every later one`,
 		Long: `Remove op N (as numbered by tx_op) and every later op of stage T: each path
 they touched gets back its staged state from before op N.`,
 		Args: func(cmd *cobra.Command, args []string) error {
@@ -278,8 +282,9 @@ func newBatchCommand(g *globals) *cobra.Command {
 		apply  wtx.ApplyOptions
 	)
 	cmd := &cobra.Command{
-		Use:   "batch --atomic [STAGE-FLAGS] < COMMANDS.jsonl",
-		Short: "Run per-file commands from JSON lines and apply them all or none",
+		Use:     "batch --atomic [STAGE-FLAGS] < COMMANDS.jsonl",
+		Short:   "Run per-file commands from JSON lines and apply them all or none",
+		Example: `  printf '%s\n' '{"command":"write","path":"a.txt","content":"hi\\n"}' | wtx batch --atomic`,
 		Long: `Read JSON lines on stdin, one command each:
 
   {"command":"write","path":"a.txt","content":"…"}

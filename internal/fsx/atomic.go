@@ -20,6 +20,9 @@ func WriteFileAtomic(path string, data []byte, perm fs.FileMode) error {
 	if dir == "" {
 		dir = "."
 	}
+	if err := injected("create", path); err != nil {
+		return err
+	}
 	f, err := os.CreateTemp(dir, "."+base+".tmp-*")
 	if err != nil {
 		return &fs.PathError{Op: "write", Path: path, Err: err}

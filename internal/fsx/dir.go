@@ -166,6 +166,9 @@ func (d *Dir) CreateTemp(prefix string) (*os.File, string, error) {
 	if _, err := d.check("create", prefix+"x"); err != nil {
 		return nil, "", err
 	}
+	if err := injected("create", joinRel(d.rel, prefix+"*")); err != nil {
+		return nil, "", err
+	}
 	for range 100 {
 		name := prefix + strconv.FormatUint(rand.Uint64(), 36)
 		if len(name) > MaxNameLen {
@@ -191,12 +194,20 @@ func (d *Dir) Mkdir(name string, perm fs.FileMode) error {
 	if err != nil {
 		return err
 	}
+	if err := injected("mkdir", rel); err != nil {
+		return err
+	}
 	// Owner access during creation lets the new directory be opened for the
 	// fchmod below even when perm denies it.
 	if err := ignoringEINTR(func() error { return unix.Mkdirat(d.fd, name, unixPerm(perm)|0o700) }); err != nil {
 		return &fs.PathError{Op: "mkdir", Path: rel, Err: err}
 	}
-	return d.chmodKind(rel, name, perm, true, nil)
+	if err := d.chmodKind(rel, name, perm, true, nil); err != nil {
+		// Mkdir creates a directory with its bits or none at all.
+		unix.Unlinkat(d.fd, name, unix.AT_REMOVEDIR)
+		return err
+	}
+	return nil
 }
 
 // Symlink creates the symlink name pointing to target. target is stored as
@@ -204,6 +215,9 @@ func (d *Dir) Mkdir(name string, perm fs.FileMode) error {
 func (d *Dir) Symlink(target, name string) error {
 	rel, err := d.check("symlink", name)
 	if err != nil {
+		return err
+	}
+	if err := injected("symlink", rel); err != nil {
 		return err
 	}
 	if err := ignoringEINTR(func() error { return unix.Symlinkat(target, d.fd, name) }); err != nil {
@@ -218,6 +232,9 @@ func (d *Dir) Unlink(name string) error {
 	if err != nil {
 		return err
 	}
+	if err := injected("unlink", rel); err != nil {
+		return err
+	}
 	if err := ignoringEINTR(func() error { return unix.Unlinkat(d.fd, name, 0) }); err != nil {
 		return &fs.PathError{Op: "unlink", Path: rel, Err: err}
 	}
@@ -228,6 +245,9 @@ func (d *Dir) Unlink(name string) error {
 func (d *Dir) Rmdir(name string) error {
 	rel, err := d.check("rmdir", name)
 	if err != nil {
+		return err
+	}
+	if err := injected("rmdir", rel); err != nil {
 		return err
 	}
 	if err := ignoringEINTR(func() error { return unix.Unlinkat(d.fd, name, unix.AT_REMOVEDIR) }); err != nil {
@@ -264,6 +284,9 @@ func (d *Dir) Chmod(name string, perm fs.FileMode) error {
 // regular file otherwise (and the inode of want, if not nil), and fchmods it
 // to perm.
 func (d *Dir) chmodKind(rel, name string, perm fs.FileMode, dir bool, want *unix.Stat_t) error {
+	if err := injected("chmod", rel); err != nil {
+		return err
+	}
 	flags := unix.O_RDONLY | unix.O_NOFOLLOW | unix.O_NONBLOCK | unix.O_NOCTTY
 	if dir {
 		flags |= unix.O_DIRECTORY
@@ -329,6 +352,9 @@ func (d *Dir) rename(op, old string, dst *Dir, new string, mode renameMode) erro
 	}
 	if err := validName(new); err != nil {
 		return &fs.PathError{Op: op, Path: dst.rel, Err: err}
+	}
+	if err := injected(op, joinRel(d.rel, old)); err != nil {
+		return err
 	}
 	if err := renameAt(d.fd, old, dst.fd, new, mode); err != nil {
 		return &os.LinkError{Op: op, Old: joinRel(d.rel, old), New: joinRel(dst.rel, new), Err: err}

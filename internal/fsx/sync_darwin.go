@@ -13,6 +13,9 @@ func fsync(fd int) error {
 	if failpoint.Disabled("fsync") {
 		return nil
 	}
+	if err := failpoint.Fault("fsync"); err != nil {
+		return err
+	}
 	err := ignoringEINTR(func() error {
 		_, err := unix.FcntlInt(uintptr(fd), unix.F_FULLFSYNC, 0)
 		return err

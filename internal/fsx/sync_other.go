@@ -13,5 +13,8 @@ func fsync(fd int) error {
 	if failpoint.Disabled("fsync") {
 		return nil
 	}
+	if err := failpoint.Fault("fsync"); err != nil {
+		return err
+	}
 	return ignoringEINTR(func() error { return unix.Fsync(fd) })
 }

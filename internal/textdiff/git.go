@@ -44,6 +44,10 @@ type Options struct {
 	// full git object ids computed from the contents. Without it, binary
 	// content is only reported as differing.
 	Binary bool
+	// NumberHunks writes each hunk's number (from 1, per file) after its
+	// "@@ ... @@" header, where git puts a section heading: "@@ -1,3 +1,4
+	// @@ hunk 1". git apply ignores it.
+	NumberHunks bool
 }
 
 // WriteGit writes fd to w as "git diff" does, with context lines of
@@ -170,8 +174,12 @@ func writeSection(buf *bytes.Buffer, fd FileDiff, om, nm uint32, opt Options) er
 		labelB += tab
 	}
 	fmt.Fprintf(buf, "--- %s\n+++ %s\n", labelA, labelB)
-	for _, h := range Diff(old, nw, opt.Context) {
-		writeHunk(buf, h)
+	for i, h := range Diff(old, nw, opt.Context) {
+		n := 0
+		if opt.NumberHunks {
+			n = i + 1
+		}
+		writeHunk(buf, h, n)
 	}
 	return nil
 }
@@ -191,12 +199,18 @@ func indexHashes(oh, nh string, oldPresent, newPresent bool) (string, string, bo
 	return oh, nh, true
 }
 
-func writeHunk(buf *bytes.Buffer, h Hunk) {
+// writeHunk writes h; a number n > 0 goes after the header.
+func writeHunk(buf *bytes.Buffer, h Hunk, n int) {
 	buf.WriteString("@@ -")
 	writeRange(buf, h.OldStart, h.OldLines)
 	buf.WriteString(" +")
 	writeRange(buf, h.NewStart, h.NewLines)
-	buf.WriteString(" @@\n")
+	buf.WriteString(" @@")
+	if n > 0 {
+		buf.WriteString(" hunk ")
+		buf.WriteString(strconv.Itoa(n))
+	}
+	buf.WriteString("\n")
 	for _, l := range h.Lines {
 		buf.WriteByte(l.Kind)
 		buf.WriteString(l.Text)

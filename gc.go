@@ -1,0 +1,184 @@
+package wtx
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/wtx-dev/wtx/internal/blob"
+	"github.com/wtx-dev/wtx/internal/tree"
+)
+
+// GCOptions configure GC.
+type GCOptions struct {
+	// OlderThan is how long a stage must have been settled (applied or
+	// dropped) before its state is removed; 0 removes every settled
+	// stage's. Blobs written less than min(OlderThan, BlobGrace) ago are
+	// kept, so a write racing with the collection is never lost.
+	OlderThan time.Duration
+	// PruneHistory also removes the pre- and post-images of applied ops,
+	// which wtx undo and wtx show need. Off by default.
+	PruneHistory bool
+	// DryRun reports what would be freed and removes nothing.
+	DryRun bool
+}
+
+// BlobGrace is the most a blob must have aged before GC may remove it.
+const BlobGrace = time.Hour
+
+// GCResult says what GC freed.
+type GCResult struct {
+	// Stages are the settled stages whose state was removed.
+	Stages []string `json:"stages"`
+	// Blobs is the number of unreferenced blobs removed.
+	Blobs int `json:"blobs"`
+	// Bytes is the disk space freed, stage directories and blobs together.
+	Bytes int64 `json:"bytes"`
+	// DryRun is set when nothing was removed on purpose.
+	DryRun bool `json:"dry_run"`
+}
+
+// GC removes the state of settled stages older than opts.OlderThan and the
+// blobs that nothing references any more. It never touches an open stage.
+// The blob store is shared by every workspace of the state root, so a blob
+// is kept while any of them references it: an open or retained stage's
+// base manifest, a per-file op or read of any stage, or (unless
+// PruneHistory) any op's pre- or post-image. GC holds the workspace lock.
+func (w *Workspace) GC(ctx context.Context, opts GCOptions) (*GCResult, error) {
+	unlock, err := w.lock(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
+	res := &GCResult{Stages: []string{}, DryRun: opts.DryRun}
+	now := w.now()
+	rows, err := w.db.ListStages(ctx, w.id)
+	if err != nil {
+		return nil, AsError(err)
+	}
+	for _, r := range rows {
+		if r.State == StateOpen || now.Sub(r.UpdatedAt) < opts.OlderThan {
+			continue
+		}
+		dir := w.stageDir(r.ID)
+		if !stageDirExists(dir) {
+			continue
+		}
+		res.Stages = append(res.Stages, r.ID)
+		res.Bytes += diskUsage(dir)
+		if !opts.DryRun {
+			removeStageDir(dir)
+		}
+	}
+	refs, err := w.blobRefs(ctx, opts.PruneHistory)
+	if err != nil {
+		return nil, err
+	}
+	grace := min(opts.OlderThan, BlobGrace)
+	err = w.blobs.Walk(ctx, func(d blob.Digest, size int64) error {
+		if refs[string(d)] {
+			return nil
+		}
+		if fi, err := os.Stat(w.blobs.Path(d)); err != nil || now.Sub(fi.ModTime()) < grace {
+			return nil
+		}
+		res.Blobs++
+		res.Bytes += size
+		if opts.DryRun {
+			return nil
+		}
+		return w.blobs.Remove(d)
+	})
+	if err != nil {
+		return nil, AsError(fmt.Errorf("gc %s: %w", w.stateDir, err))
+	}
+	sort.Strings(res.Stages)
+	return res, nil
+}
+
+// blobRefs collects every digest that some record of the state root still
+// needs.
+func (w *Workspace) blobRefs(ctx context.Context, pruneHistory bool) (map[string]bool, error) {
+	refs := map[string]bool{}
+	wss, err := w.db.ListWorkspaces(ctx)
+	if err != nil {
+		return nil, AsError(err)
+	}
+	for _, ws := range wss {
+		stages, err := w.db.ListStages(ctx, ws.ID)
+		if err != nil {
+			return nil, AsError(err)
+		}
+		for _, r := range stages {
+			dir := w.stageDir(r.ID)
+			if data, err := os.ReadFile(manifestPath(dir)); err == nil {
+				m, err := tree.Decode(data)
+				if err != nil {
+					return nil, &Error{Code: CodeInternal, Message: fmt.Sprintf("gc: stage %s: %v", r.ID, err), Err: err}
+				}
+				for _, e := range m.Entries {
+					if e.Digest != "" {
+						refs[e.Digest] = true
+					}
+				}
+			} else if r.State == StateOpen && stageDirExists(dir) {
+				return nil, AsError(fmt.Errorf("gc: stage %s: read base manifest: %w", r.ID, err))
+			}
+			txops, err := w.db.ListTxOps(ctx, r.ID)
+			if err != nil {
+				return nil, AsError(err)
+			}
+			for _, o := range txops {
+				collectDigests(o.Body, refs)
+			}
+			reads, err := w.db.ReadSet(ctx, r.ID)
+			if err != nil {
+				return nil, AsError(err)
+			}
+			for _, rd := range reads {
+				refs[rd.Digest] = true
+			}
+		}
+		if pruneHistory {
+			continue
+		}
+		ops, err := w.db.ListOps(ctx, ws.ID)
+		if err != nil {
+			return nil, AsError(err)
+		}
+		for _, o := range ops {
+			collectDigests(o.Body, refs)
+		}
+	}
+	return refs, nil
+}
+
+// collectDigests adds every "sha256:…" string found in a JSON record.
+func collectDigests(raw json.RawMessage, refs map[string]bool) {
+	var v any
+	if json.Unmarshal(raw, &v) != nil {
+		return
+	}
+	var walk func(v any)
+	walk = func(v any) {
+		switch x := v.(type) {
+		case string:
+			if strings.HasPrefix(x, "sha256:") {
+				refs[x] = true
+			}
+		case []any:
+			for _, e := range x {
+				walk(e)
+			}
+		case map[string]any:
+			for _, e := range x {
+				walk(e)
+			}
+		}
+	}
+	walk(v)
+}

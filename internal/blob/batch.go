@@ -1,0 +1,141 @@
+package blob
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+
+	"github.com/wtx-dev/wtx/internal/fsx"
+)
+
+// Batch stores many objects with two filesystem-wide syncs in all instead
+// of two fsyncs each. Objects put into a batch are written to temporary
+// files and become visible (and durable) only when Commit returns: a name
+// under objects/ never holds content that is not yet on disk.
+//
+// A Batch is for one goroutine.
+type Batch struct {
+	s       *Store
+	pending []pending
+	seen    map[Digest]bool
+}
+
+type pending struct {
+	tmp string
+	d   Digest
+	n   int64
+}
+
+// NewBatch starts a batch.
+func (s *Store) NewBatch() *Batch { return &Batch{s: s, seen: map[Digest]bool{}} }
+
+// Put reads r to its end into a temporary object and returns its digest
+// and length. The object is stored by Commit.
+func (b *Batch) Put(ctx context.Context, r io.Reader) (Digest, int64, error) {
+	if err := ctx.Err(); err != nil {
+		return "", 0, fmt.Errorf("put blob: %w", err)
+	}
+	f, err := b.s.createTemp()
+	if err != nil {
+		return "", 0, fmt.Errorf("put blob: %w", err)
+	}
+	tmp := f.Name()
+	h := NewHasher()
+	n, err := io.Copy(io.MultiWriter(f, h), ctxReader{ctx: ctx, r: r})
+	if err == nil {
+		err = f.Chmod(objectPerm)
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		os.Remove(tmp)
+		return "", 0, fmt.Errorf("put blob %s: %w", tmp, err)
+	}
+	d := h.Digest()
+	if b.seen[d] {
+		os.Remove(tmp)
+		return d, n, nil
+	}
+	b.seen[d] = true
+	b.pending = append(b.pending, pending{tmp: tmp, d: d, n: n})
+	return d, n, nil
+}
+
+// Commit makes every object of the batch durable and visible: the
+// temporary files are synced (one syncfs), renamed into place, and the
+// renames synced (another syncfs). Where syncfs is not available, each file
+// and directory is fsync'd instead. After an error the batch's remaining
+// temporary files are removed.
+func (b *Batch) Commit() (err error) {
+	defer func() {
+		if err != nil {
+			b.Abort()
+		}
+	}()
+	if len(b.pending) == 0 {
+		return nil
+	}
+	bulk := fsx.SyncFSPath(b.s.dir)
+	perFile := errors.Is(bulk, errors.ErrUnsupported)
+	if bulk != nil && !perFile {
+		return fmt.Errorf("commit blobs: %w", bulk)
+	}
+	dirs := map[string]bool{}
+	for i, p := range b.pending {
+		if perFile {
+			if err := syncPath(p.tmp); err != nil {
+				return fmt.Errorf("commit blob %s: %w", p.d, err)
+			}
+		}
+		dst := b.s.Path(p.d)
+		prefix := filepath.Dir(dst)
+		if fi, err := os.Lstat(dst); err == nil && fi.Mode().IsRegular() && fi.Size() == p.n {
+			os.Remove(p.tmp)
+		} else {
+			if err := b.s.ensurePrefixDir(prefix); err != nil {
+				return fmt.Errorf("commit blob %s: %w", p.d, err)
+			}
+			if err := os.Rename(p.tmp, dst); err != nil {
+				return fmt.Errorf("commit blob %s: %w", p.d, err)
+			}
+		}
+		b.pending[i].tmp = ""
+		dirs[prefix] = true
+	}
+	if !perFile {
+		if err := fsx.SyncFSPath(b.s.dir); err != nil {
+			return fmt.Errorf("commit blobs: %w", err)
+		}
+	} else {
+		for d := range dirs {
+			if err := syncDir(d); err != nil {
+				return fmt.Errorf("commit blobs: %w", err)
+			}
+		}
+	}
+	b.pending = nil
+	return nil
+}
+
+// Abort removes the batch's temporary files; nothing of it is stored.
+func (b *Batch) Abort() {
+	for _, p := range b.pending {
+		if p.tmp != "" {
+			os.Remove(p.tmp)
+		}
+	}
+	b.pending = nil
+}
+
+func syncPath(p string) error {
+	f, err := os.Open(p)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	return fsx.SyncFile(f)
+}

@@ -1,0 +1,163 @@
+package cli
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/wtx-dev/wtx"
+)
+
+func newForkCommand(g *globals) *cobra.Command {
+	var opts wtx.ForkOptions
+	cmd := &cobra.Command{
+		Use:   "fork [T] [--name N]",
+		Short: "Open a new stage with T's base and a copy of its staged state",
+		Long: `Open a new stage with the same base as stage T and a copy of T's staged state
+(its view, per-file ops and read set), and print the new stage's id. The two
+are independent from then on: what is written into one never shows in the
+other, and each is applied or dropped on its own. Use it to try two ways
+forward from the same point.`,
+		Example: `  B=$(wtx fork --name plan-b)
+  wtx run --tx plan-b -- ./try-another-way.sh
+  wtx diff plan-b`,
+		Args: maxOneStage,
+		RunE: func(c *cobra.Command, args []string) error {
+			ctx := c.Context()
+			ws, err := g.open(ctx)
+			if err != nil {
+				return err
+			}
+			defer ws.Close()
+			st, err := ws.Stage(ctx, stageArg(args))
+			if err != nil {
+				return err
+			}
+			f, err := st.Fork(ctx, opts)
+			if err != nil {
+				return err
+			}
+			if g.json {
+				return g.emit("fork", map[string]any{"tx": f.ID(), "name": f.Name(), "forked_from": st.ID(),
+					"backend": f.Backend(), "base_digest": f.BaseDigest()})
+			}
+			fmt.Fprintln(g.io.Out, f.ID())
+			g.notice("wtx: forked %s as %s", st.ID(), f.ID())
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&opts.Name, "name", "", "a name `N` for the new stage")
+	return cmd
+}
+
+func newGCCommand(g *globals) *cobra.Command {
+	var opts wtx.GCOptions
+	cmd := &cobra.Command{
+		Use:   "gc [--older-than DUR] [--prune-history] [--dry-run]",
+		Short: "Remove settled stages' state and unreferenced blobs",
+		Long: `Remove the state of settled (applied or dropped) stages that settled more than
+--older-than ago (default 7 days; 0 for all), and the blobs no record needs
+any more, and say what was freed. An open stage is never touched. Blobs that
+an applied op's undo or 'wtx show' needs (its pre- and post-images) are kept
+unless --prune-history. A blob younger than an hour (or than --older-than,
+when that is less) is kept, so a write racing with gc is never lost.`,
+		Example: `  wtx gc
+  wtx gc --older-than 0 --dry-run
+  wtx gc --older-than 72h --prune-history`,
+		Args: cobra.NoArgs,
+		RunE: func(c *cobra.Command, args []string) error {
+			ctx := c.Context()
+			if opts.OlderThan < 0 {
+				return usageError{msg: "--older-than must not be negative"}
+			}
+			ws, err := g.open(ctx)
+			if err != nil {
+				return err
+			}
+			defer ws.Close()
+			res, err := ws.GC(ctx, opts)
+			if err != nil {
+				return err
+			}
+			if g.json {
+				return g.emit("gc", map[string]any{"stages": res.Stages, "blobs": res.Blobs, "bytes": res.Bytes, "dry_run": res.DryRun})
+			}
+			verb := "freed"
+			if res.DryRun {
+				verb = "would free"
+			}
+			fmt.Fprintf(g.io.Out, "%s %d stage(s), %d blob(s), %s\n", verb, len(res.Stages), res.Blobs, humanBytes(res.Bytes))
+			for _, s := range res.Stages {
+				fmt.Fprintf(g.io.Out, "  %s\n", s)
+			}
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.DurationVar(&opts.OlderThan, "older-than", 7*24*time.Hour, "only stages settled longer than `DUR` ago (0: all)")
+	f.BoolVar(&opts.PruneHistory, "prune-history", false, "also remove applied ops' pre- and post-images (undo and show need them)")
+	f.BoolVarP(&opts.DryRun, "dry-run", "n", false, "say what would be freed, remove nothing")
+	return cmd
+}
+
+// humanBytes writes n in B, KiB, MiB or GiB.
+func humanBytes(n int64) string {
+	const unit = 1024
+	if n < unit {
+		return fmt.Sprintf("%d B", n)
+	}
+	v, i := float64(n), -1
+	for v >= unit && i < 3 {
+		v /= unit
+		i++
+	}
+	return fmt.Sprintf("%.1f %ciB", v, "KMGT"[i])
+}
+
+// completeStages offers the workspace's open stages (ids and names) for a
+// stage argument or --tx.
+func (g *globals) completeStages(c *cobra.Command, args []string, toComplete string) ([]cobra.Completion, cobra.ShellCompDirective) {
+	ws, err := g.open(c.Context())
+	if err != nil {
+		return nil, cobra.ShellCompDirectiveNoFileComp
+	}
+	defer ws.Close()
+	stages, err := ws.Stages(c.Context())
+	if err != nil {
+		return nil, cobra.ShellCompDirectiveNoFileComp
+	}
+	var out []cobra.Completion
+	for _, s := range stages {
+		if s.State() != wtx.StateOpen {
+			continue
+		}
+		desc := s.Backend() + ", " + s.Created().Local().Format("2006-01-02 15:04")
+		if strings.HasPrefix(s.ID(), toComplete) {
+			out = append(out, cobra.CompletionWithDesc(s.ID(), desc))
+		}
+		if s.Name() != "" && strings.HasPrefix(s.Name(), toComplete) {
+			out = append(out, cobra.CompletionWithDesc(s.Name(), s.ID()))
+		}
+	}
+	return out, cobra.ShellCompDirectiveNoFileComp
+}
+
+// addCompletion wires stage completion into every command that takes a
+// stage argument or a --tx flag.
+func (g *globals) addCompletion(root *cobra.Command) {
+	for _, c := range root.Commands() {
+		if c.Flags().Lookup("tx") != nil {
+			c.RegisterFlagCompletionFunc("tx", g.completeStages)
+		}
+		if c.ValidArgsFunction == nil && (strings.Contains(c.Use, "[T]") || strings.Contains(c.Use, " T ") || strings.Contains(c.Use, "T)")) {
+			c.ValidArgsFunction = func(c *cobra.Command, args []string, toComplete string) ([]cobra.Completion, cobra.ShellCompDirective) {
+				if len(args) > 0 {
+					return nil, cobra.ShellCompDirectiveNoFileComp
+				}
+				return g.completeStages(c, args, toComplete)
+			}
+		}
+	}
+}
