@@ -1,10 +1,33 @@
 // Command wtx gives a directory transactions. See the README and 'wtx --help'.
+//
+// WTX_CPUPROFILE=FILE writes a CPU profile of the command to FILE (for
+// 'go tool pprof'), to see where the time of a slow command goes.
 package main
 
 import (
 	"os"
+	"runtime/debug"
+	"runtime/pprof"
 
 	"github.com/wtx-dev/wtx/internal/cli"
 )
 
-func main() { os.Exit(cli.Main(os.Args[1:])) }
+func main() {
+	// wtx's own data (manifests, change sets) is small next to the trees it
+	// walks: keep the heap near it rather than letting it double between
+	// collections. GOMEMLIMIT, when set, wins.
+	if os.Getenv("GOMEMLIMIT") == "" {
+		debug.SetMemoryLimit(48 << 20)
+	}
+	if p := os.Getenv("WTX_CPUPROFILE"); p != "" {
+		if f, err := os.Create(p); err == nil {
+			if pprof.StartCPUProfile(f) == nil {
+				code := cli.Main(os.Args[1:])
+				pprof.StopCPUProfile()
+				f.Close()
+				os.Exit(code)
+			}
+		}
+	}
+	os.Exit(cli.Main(os.Args[1:]))
+}
