@@ -1111,17 +1111,22 @@ func (a *applier) syncTemp(rel, tmp string) error {
 	return fsx.SyncFile(f)
 }
 
-// dropPretemps removes the prepared temporary files no step consumed.
-func (a *applier) dropPretemps(recs []journal.Record) {
+// dropPretemps removes the prepared temporary files no step consumed. It
+// reports whether every one is gone.
+func (a *applier) dropPretemps(recs []journal.Record) bool {
+	clean := true
 	for _, r := range recs {
 		tmp, ok := a.pretemps[r.Tmp]
 		if !ok {
 			continue
 		}
 		if d, err := a.root.OpenDir(tree.Parent(r.Step.Path)); err == nil {
-			d.Unlink(tmp)
+			if err := d.Unlink(tmp); err != nil && !errors.Is(err, fs.ErrNotExist) {
+				clean = false
+			}
 			d.Close()
 		}
 	}
 	a.pretemps = nil
+	return clean
 }

@@ -64,15 +64,19 @@ func (w *Workspace) commitOp(ctx context.Context, a *applier, rec *opRecord, cha
 	}
 	failpoint.Hit("apply:journaled")
 	if err := a.prepareTemps(recs); err != nil {
-		a.dropPretemps(recs)
+		if !a.dropPretemps(recs) {
+			// A temporary file stays in the workspace: so does the
+			// journal, and recovery removes it.
+			return &Error{Code: CodeInternal, Message: fmt.Sprintf("write the new contents: %v; temporary files are left for recovery", err)}
+		}
 		journal.Remove(w.journalDir(), rec.Op.ID)
 		return AsError(fmt.Errorf("write the new contents: %w", err))
 	}
 	err = a.execute(ctx, recs)
-	a.dropPretemps(recs)
+	dropped := a.dropPretemps(recs)
 	if err != nil {
 		var e *Error
-		if errors.As(err, &e) && e.Code == CodeInternal {
+		if errors.As(err, &e) && e.Code == CodeInternal || !dropped {
 			// Not fully undone: the journal stays for recovery.
 			return err
 		}

@@ -191,8 +191,12 @@ func (w *Workspace) rollbackJournal(ctx context.Context, j *journal.Journal, kee
 		if err != nil {
 			continue // the directory was removed by the rollback
 		}
-		// A failed restore may leave its temporary file; it is garbage now.
+		// A failed restore may leave its temporary file, and a path back to
+		// its pre-image may still have the record's: both are garbage now.
 		removeNames(d, tempsWithPrefix(d, tempPrefix+"restore-"))
+		if cur, found := rb.entry(d, tree.Base(r.Step.Path)); matches(cur, found, r.Step.Old) {
+			removeNames(d, tempsWithPrefix(d, r.Tmp))
+		}
 		if left := append(tempsWithPrefix(d, r.Tmp), tempsWithPrefix(d, tempPrefix+"restore-")...); len(left) > 0 {
 			errs = append(errs, fmt.Errorf("roll back %s: temporary names left in %s: %v", j.OpID, d.Rel(), left))
 		}

@@ -16,6 +16,9 @@ func (d *Dir) SyncFS() error {
 	if failpoint.Disabled("fsync") {
 		return nil
 	}
+	if err := injected("fsync", d.Rel()); err != nil {
+		return err
+	}
 	if err := ignoringEINTR(func() error { return unix.Syncfs(d.fd) }); err != nil {
 		return &fs.PathError{Op: "syncfs", Path: d.Rel(), Err: err}
 	}
