@@ -85,7 +85,13 @@ func (w *Workspace) commitOp(ctx context.Context, a *applier, rec *opRecord, cha
 	}
 	failpoint.Hit("apply:synced")
 	if err := journal.Commit(w.journalDir(), rec.Op.ID); err != nil {
-		// Without a durable marker the op is not committed: undo it.
+		// Without a durable marker the op is not committed: undo it. A
+		// marker that was written but not synced goes first, so that a
+		// recovery after a failed rollback rolls back too: a reported
+		// failure must leave no effect.
+		if uerr := journal.Uncommit(w.journalDir(), rec.Op.ID); uerr != nil {
+			return AsError(fmt.Errorf("commit %s: %w; and its marker cannot be removed (%v): run 'wtx recover' to learn whether it landed", rec.Op.ID, err, uerr))
+		}
 		if rerr := w.rollback(ctx, j); rerr != nil {
 			return AsError(fmt.Errorf("commit %s: %w; rollback: %v", rec.Op.ID, err, rerr))
 		}

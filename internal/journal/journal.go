@@ -308,3 +308,13 @@ func (d *dec) entry() *tree.Entry {
 	}
 	return e
 }
+
+// Uncommit removes op's commit marker (which may exist although writing it
+// failed), so that recovery rolls the op back rather than forward.
+func Uncommit(root, op string) error {
+	err := os.Remove(filepath.Join(root, op, committedName))
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	return fsx.SyncDir(filepath.Join(root, op))
+}
