@@ -132,11 +132,12 @@ func (s *Stage) Rebase(ctx context.Context, merge bool) (*RebaseResult, error) {
 			continue
 		}
 		c := findTreeChange(cs.changes, p)
-		if c == nil || c.Old == nil || c.New == nil || c.Old.Type != tree.File || c.New.Type != tree.File || !s.ws.blobs.Has(blob.Digest(c.Old.Digest)) {
+		orig := originalDigest(touching, p, c)
+		if c == nil || c.Old == nil || c.New == nil || c.Old.Type != tree.File || c.New.Type != tree.File || orig == "" || !s.ws.blobs.Has(blob.Digest(orig)) {
 			failures = append(failures, Conflict{Path: p, Kind: "rebase", Detail: "no three-way merge: the original content is not known or the path is not a file on both sides"})
 			continue
 		}
-		base, err := s.ws.blobs.ReadAll(blob.Digest(c.Old.Digest))
+		base, err := s.ws.blobs.ReadAll(blob.Digest(orig))
 		if err != nil {
 			return nil, AsError(err)
 		}
@@ -227,4 +228,22 @@ func (w *Workspace) readWorkspaceFile(root *fsx.Root, rel, want string) ([]byte,
 		return nil, &Error{Code: CodeUnstable, Message: fmt.Sprintf("%s changed while it was read; try again", rel)}
 	}
 	return data, nil
+}
+
+// originalDigest is the content the stage's changes to p started from: what
+// the first op that touched p found there (its pre-image is kept as a
+// blob), else the path's base digest (unknown on lazy backends once the
+// workspace copy moved).
+func originalDigest(ops []TxOp, p string, c *tree.Change) string {
+	for _, op := range ops {
+		for _, f := range op.Files {
+			if f.Path == p && f.Before != nil && f.Before.Type == "file" {
+				return f.Before.Digest
+			}
+		}
+	}
+	if c != nil && c.Old != nil {
+		return c.Old.Digest
+	}
+	return ""
 }
