@@ -152,8 +152,17 @@ func Decode(data []byte) (*Journal, error) {
 // Write returns may the workspace be touched.
 func Write(root string, j *Journal) error {
 	dir := filepath.Join(root, j.OpID)
+	_, err := os.Lstat(root)
+	fresh := errors.Is(err, fs.ErrNotExist)
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return err
+	}
+	if fresh {
+		// The journal root is new: its own entry must be durable too, or a
+		// power cut could lose the whole journal after the workspace changed.
+		if err := fsx.SyncDir(filepath.Dir(root)); err != nil {
+			return err
+		}
 	}
 	if err := fsx.SyncDir(root); err != nil {
 		return err

@@ -197,7 +197,16 @@ func (v *overlayView) upper() string { return filepath.Join(v.dir, upperName) }
 // Root returns "": the view exists only inside the namespace of a command.
 func (v *overlayView) Root() string { return "" }
 
-func (v *overlayView) Close() error { return nil }
+// Close leaves the stage's directories removable by their owner: overlayfs
+// makes its work directory's inner "work" directory with no permission bits,
+// which an unprivileged owner could not remove once the namespace is gone.
+func (v *overlayView) Close() error {
+	inner := filepath.Join(v.dir, workName, "work")
+	if fi, err := os.Lstat(inner); err == nil && fi.IsDir() && fi.Mode().Perm()&0o700 != 0o700 {
+		os.Chmod(inner, 0o700)
+	}
+	return nil
+}
 
 // Prepare rewrites cmd to start the namespace helper, which mounts the view
 // over the workspace's path and then executes cmd's program. A relative
