@@ -12,5 +12,5 @@
 //     and inodes are left out on purpose.
 //
 // The binary is built once per test run from the module containing the
-// tests; set WTX_BINARY to test a prebuilt binary instead.
+// tests (internal/wtxtest); set WTX_BIN to test a prebuilt binary instead.
 package semantic
