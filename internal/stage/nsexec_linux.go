@@ -26,16 +26,18 @@ func init() {
 // NamespaceMain is the entry point of the overlay backend's namespace
 // helper: wtx re-executes itself with HelperArg and one JSON argument, in a
 // new mount namespace (and, when not root, a user namespace that maps the
-// caller to root, so that the helper may mount). The helper mounts the
+// caller to its own ids, the helper holding the capabilities it needs to
+// mount as ambient capabilities of that namespace). The helper mounts the
 // overlay, binds the merged view over the workspace's own path, applies
 // --share, --read-only and --no-network, changes to the command's directory
 // and executes the command in its place. It returns an exit status only when
 // it fails: 125 for a setup failure, 126 or 127 when the command cannot be
 // executed.
 //
-// When wtx is not run as root, the command runs as root of that user
-// namespace: files it creates belong to the caller outside, and it has no
-// privilege over anything the caller could not touch.
+// When wtx is not run as root, the command runs with the caller's own ids
+// and no capabilities (the helper clears its ambient set before it
+// executes the command): it meets the permission checks it would meet run
+// directly, and files it creates belong to the caller.
 func NamespaceMain(args []string) int {
 	if len(args) != 1 || os.Getenv(helperEnv) == "" {
 		fmt.Fprintf(os.Stderr, "wtx: %s is internal to wtx\n", HelperArg)
@@ -199,6 +201,11 @@ func execCommand(s *nsSpec) int {
 			return 127
 		}
 		path = p
+	}
+	// The command runs without the capability the helper mounted with.
+	if err := unix.Prctl(unix.PR_CAP_AMBIENT, unix.PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0); err != nil && !errors.Is(err, unix.EINVAL) {
+		fmt.Fprintf(os.Stderr, "wtx: drop capabilities: %v\n", err)
+		return 125
 	}
 	err := syscall.Exec(path, s.Args, env)
 	fmt.Fprintf(os.Stderr, "wtx: %s: %v\n", s.Path, err)

@@ -28,7 +28,8 @@ import (
 // stage never wrote shows the workspace's current content.
 //
 // Without root, the namespace comes with a user namespace in which the
-// command runs as root (mapped to the caller); the overlay then keeps its
+// caller keeps its own user and group ids, so the command meets the same
+// permission checks as when run directly; the overlay then keeps its
 // metadata in user.overlay.* extended attributes.
 type Overlay struct{}
 
@@ -107,8 +108,7 @@ func (Overlay) Open(ctx context.Context, req OpenRequest) (View, *tree.Manifest,
 			}
 			e.Target, e.Size = target, int64(len(target))
 		case tree.File:
-			// The command could read it as root of its namespace, but
-			// wtx could not read it to hash or apply it.
+			// A file wtx cannot read could not be hashed or applied.
 			if checkRead && st.Mode.Perm()&0o444 != 0o444 {
 				if err := unix.Faccessat(d.Fd(), name, unix.R_OK, unix.AT_EACCESS); err != nil {
 					return fmt.Errorf("stage %s: %w", rel, &fs.PathError{Op: "open", Path: rel, Err: err})
@@ -246,6 +246,13 @@ func (v *overlayView) spec() nsSpec {
 	}
 }
 
+// mountCaps are the capabilities (in the new user namespace only) the
+// helper holds while it mounts: overlayfs keeps the mounter's credentials
+// for its own work (copy-up, whiteouts), which needs more than the mount;
+// --no-network needs to bring up the loopback interface.
+var mountCaps = []uintptr{unix.CAP_SYS_ADMIN, unix.CAP_DAC_OVERRIDE, unix.CAP_DAC_READ_SEARCH,
+	unix.CAP_FOWNER, unix.CAP_CHOWN, unix.CAP_MKNOD, unix.CAP_FSETID, unix.CAP_NET_ADMIN}
+
 // helperCommand makes cmd start this executable as the namespace helper
 // for spec, in a new mount namespace (and user namespace without root).
 func helperCommand(cmd *exec.Cmd, spec *nsSpec, noNetwork bool) error {
@@ -265,10 +272,17 @@ func helperCommand(cmd *exec.Cmd, spec *nsSpec, noNetwork bool) error {
 		a.Cloneflags |= syscall.CLONE_NEWNET
 	}
 	if uid := os.Geteuid(); uid != 0 {
+		// The caller keeps its own ids inside the user namespace, so the
+		// command meets the same permission checks as when run directly
+		// (a read-only file stays read-only to it). The helper gets the
+		// one capability it needs to mount as an ambient capability, and
+		// drops it before it executes the command.
+		gid := os.Getegid()
 		a.Cloneflags |= syscall.CLONE_NEWUSER
-		a.UidMappings = []syscall.SysProcIDMap{{ContainerID: 0, HostID: uid, Size: 1}}
-		a.GidMappings = []syscall.SysProcIDMap{{ContainerID: 0, HostID: os.Getegid(), Size: 1}}
+		a.UidMappings = []syscall.SysProcIDMap{{ContainerID: uid, HostID: uid, Size: 1}}
+		a.GidMappings = []syscall.SysProcIDMap{{ContainerID: gid, HostID: gid, Size: 1}}
 		a.GidMappingsEnableSetgroups = false
+		a.AmbientCaps = mountCaps
 	}
 	return nil
 }
