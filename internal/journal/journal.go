@@ -30,6 +30,7 @@ import (
 	"path/filepath"
 	"sort"
 
+	"github.com/wtx-dev/wtx/internal/binenc"
 	"github.com/wtx-dev/wtx/internal/fsx"
 	"github.com/wtx-dev/wtx/internal/tree"
 )
@@ -90,7 +91,7 @@ func Encode(j *Journal) []byte {
 		b = appendEntry(b, r.Step.Old)
 		b = appendEntry(b, r.Step.New)
 		b = appendStr(b, r.Tmp)
-		b = appendStat(b, r.Ident)
+		b = tree.AppendStat(b, r.Ident)
 		if r.Unlink {
 			b = append(b, 1)
 		} else {
@@ -113,36 +114,36 @@ func Decode(data []byte) (*Journal, error) {
 	if string(body[:4]) != magic || body[4] != version {
 		return nil, fmt.Errorf("%w: bad magic or version", ErrCorrupt)
 	}
-	d := &dec{b: body[5:]}
-	j := &Journal{OpID: d.str(), Kind: d.str(), StageID: d.str(), Workspace: d.str()}
-	j.Body = []byte(d.str())
-	n := d.uvarint()
-	if d.err == nil && n > uint64(len(d.b)) {
-		d.err = errors.New("record count exceeds data")
+	d := binenc.NewDecoder(body[5:])
+	j := &Journal{OpID: d.String(), Kind: d.String(), StageID: d.String(), Workspace: d.String()}
+	j.Body = []byte(d.String())
+	n := d.Uvarint()
+	if d.Err() == nil && n > uint64(d.Len()) {
+		d.Fail(errors.New("record count exceeds data"))
 	}
-	for i := uint64(0); i < n && d.err == nil; i++ {
+	for i := uint64(0); i < n && d.Err() == nil; i++ {
 		var r Record
-		r.Step.Kind = tree.StepKind(d.byte())
-		r.Step.Path = d.str()
-		r.Step.Old = d.entry()
-		r.Step.New = d.entry()
-		r.Tmp = d.str()
-		r.Ident = d.stat()
-		r.Unlink = d.byte() == 1
-		if d.err == nil {
+		r.Step.Kind = tree.StepKind(d.Byte())
+		r.Step.Path = d.String()
+		r.Step.Old = readEntry(d)
+		r.Step.New = readEntry(d)
+		r.Tmp = d.String()
+		r.Ident = tree.ReadStat(d)
+		r.Unlink = d.Byte() == 1
+		if d.Err() == nil {
 			if err := fsx.ValidRel(r.Step.Path); err != nil || r.Step.Path == "." {
-				d.err = fmt.Errorf("record %d: bad path %q", i, r.Step.Path)
+				d.Fail(fmt.Errorf("record %d: bad path %q", i, r.Step.Path))
 			} else if r.Step.Kind < tree.StepRemove || r.Step.Kind > tree.StepDirPerm {
-				d.err = fmt.Errorf("record %d: bad step kind %d", i, r.Step.Kind)
+				d.Fail(fmt.Errorf("record %d: bad step kind %d", i, r.Step.Kind))
 			}
 		}
 		j.Records = append(j.Records, r)
 	}
-	if d.err == nil && len(d.b) != 0 {
-		d.err = errors.New("trailing bytes")
+	if d.Err() == nil && d.Len() != 0 {
+		d.Fail(errors.New("trailing bytes"))
 	}
-	if d.err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrCorrupt, d.err)
+	if d.Err() != nil {
+		return nil, fmt.Errorf("%w: %v", ErrCorrupt, d.Err())
 	}
 	return j, nil
 }
@@ -217,18 +218,17 @@ func Load(root, op string) (j *Journal, committed bool, err error) {
 	return j, serr == nil, nil
 }
 
-func appendStr(b []byte, s string) []byte {
-	b = binary.AppendUvarint(b, uint64(len(s)))
-	return append(b, s...)
+// Uncommit removes op's commit marker (which may exist although writing it
+// failed), so that recovery rolls the op back rather than forward.
+func Uncommit(root, op string) error {
+	err := os.Remove(filepath.Join(root, op, committedName))
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	return fsx.SyncDir(filepath.Join(root, op))
 }
 
-func appendStat(b []byte, s tree.Stat) []byte {
-	b = binary.AppendUvarint(b, s.Ino)
-	b = binary.AppendUvarint(b, s.Dev)
-	b = binary.AppendVarint(b, s.Size)
-	b = binary.AppendVarint(b, s.Mtime)
-	return binary.AppendVarint(b, s.Ctime)
-}
+func appendStr(b []byte, s string) []byte { return binenc.AppendString(b, s) }
 
 func appendEntry(b []byte, e *tree.Entry) []byte {
 	if e == nil {
@@ -241,89 +241,17 @@ func appendEntry(b []byte, e *tree.Entry) []byte {
 	return appendStr(b, e.Target)
 }
 
-type dec struct {
-	b   []byte
-	err error
-}
-
-func (d *dec) uvarint() uint64 {
-	if d.err != nil {
-		return 0
-	}
-	v, n := binary.Uvarint(d.b)
-	if n <= 0 {
-		d.err = errors.New("bad uvarint")
-		return 0
-	}
-	d.b = d.b[n:]
-	return v
-}
-
-func (d *dec) varint() int64 {
-	if d.err != nil {
-		return 0
-	}
-	v, n := binary.Varint(d.b)
-	if n <= 0 {
-		d.err = errors.New("bad varint")
-		return 0
-	}
-	d.b = d.b[n:]
-	return v
-}
-
-func (d *dec) byte() byte {
-	if d.err != nil {
-		return 0
-	}
-	if len(d.b) == 0 {
-		d.err = errors.New("unexpected end")
-		return 0
-	}
-	c := d.b[0]
-	d.b = d.b[1:]
-	return c
-}
-
-func (d *dec) str() string {
-	n := d.uvarint()
-	if d.err != nil {
-		return ""
-	}
-	if n > uint64(len(d.b)) {
-		d.err = errors.New("string exceeds data")
-		return ""
-	}
-	s := string(d.b[:n])
-	d.b = d.b[n:]
-	return s
-}
-
-func (d *dec) stat() tree.Stat {
-	return tree.Stat{Ino: d.uvarint(), Dev: d.uvarint(), Size: d.varint(), Mtime: d.varint(), Ctime: d.varint()}
-}
-
-func (d *dec) entry() *tree.Entry {
-	if d.byte() == 0 || d.err != nil {
+func readEntry(d *binenc.Decoder) *tree.Entry {
+	if d.Byte() == 0 || d.Err() != nil {
 		return nil
 	}
-	e := &tree.Entry{Type: tree.Type(d.byte())}
-	e.Perm = uint32(d.uvarint())
-	e.Size = d.varint()
-	e.Digest = d.str()
-	e.Target = d.str()
-	if d.err == nil && (e.Type == tree.Absent || e.Type > tree.Special) {
-		d.err = errors.New("bad entry type")
+	e := &tree.Entry{Type: tree.Type(d.Byte())}
+	e.Perm = uint32(d.Uvarint())
+	e.Size = d.Varint()
+	e.Digest = d.String()
+	e.Target = d.String()
+	if d.Err() == nil && (e.Type == tree.Absent || e.Type > tree.Special) {
+		d.Fail(errors.New("bad entry type"))
 	}
 	return e
-}
-
-// Uncommit removes op's commit marker (which may exist although writing it
-// failed), so that recovery rolls the op back rather than forward.
-func Uncommit(root, op string) error {
-	err := os.Remove(filepath.Join(root, op, committedName))
-	if err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return err
-	}
-	return fsx.SyncDir(filepath.Join(root, op))
 }

@@ -9,6 +9,8 @@ import (
 	"fmt"
 	"io"
 	"sort"
+
+	"github.com/wtx-dev/wtx/internal/binenc"
 )
 
 // RacyMargin is how close (in ns) to the manifest's fence a workspace time
@@ -126,8 +128,8 @@ func Encode(w io.Writer, m *Manifest) error {
 		buf = binary.AppendVarint(buf, e.Size)
 		buf = appendString(buf, e.Digest)
 		buf = appendString(buf, e.Target)
-		buf = appendStat(buf, e.WS)
-		buf = appendStat(buf, e.View)
+		buf = AppendStat(buf, e.WS)
+		buf = AppendStat(buf, e.View)
 		if _, err := bw.Write(buf); err != nil {
 			return err
 		}
@@ -155,49 +157,48 @@ func Decode(data []byte) (*Manifest, error) {
 	if body[4] != manifestVersion {
 		return nil, fmt.Errorf("%w: unknown version %d", ErrCorrupt, body[4])
 	}
-	d := decoder{b: body[5:]}
-	m := &Manifest{Fence: d.varint(), ViewFence: d.varint()}
-	n := d.uvarint()
-	if d.err == nil && n > uint64(len(d.b)) {
-		d.err = errors.New("entry count exceeds data")
+	d := binenc.NewDecoder(body[5:])
+	m := &Manifest{Fence: d.Varint(), ViewFence: d.Varint()}
+	n := d.Uvarint()
+	if d.Err() == nil && n > uint64(d.Len()) {
+		d.Fail(errors.New("entry count exceeds data"))
 	}
-	if d.err == nil {
+	if d.Err() == nil {
 		m.Entries = make([]Entry, 0, n)
 	}
-	for i := uint64(0); i < n && d.err == nil; i++ {
+	for i := uint64(0); i < n && d.Err() == nil; i++ {
 		var e Entry
-		e.Path = d.string()
-		e.Type = Type(d.byte())
-		e.Perm = uint32(d.uvarint())
-		e.Size = d.varint()
-		e.Digest = d.string()
-		e.Target = d.string()
-		e.WS = d.stat()
-		e.View = d.stat()
-		if d.err == nil {
+		e.Path = d.String()
+		e.Type = Type(d.Byte())
+		e.Perm = uint32(d.Uvarint())
+		e.Size = d.Varint()
+		e.Digest = d.String()
+		e.Target = d.String()
+		e.WS = ReadStat(d)
+		e.View = ReadStat(d)
+		if d.Err() == nil {
 			if e.Path == "" || e.Type == Absent || e.Type > Special {
-				d.err = fmt.Errorf("entry %d invalid", i)
+				d.Fail(fmt.Errorf("entry %d invalid", i))
 			} else if len(m.Entries) > 0 && m.Entries[len(m.Entries)-1].Path >= e.Path {
-				d.err = fmt.Errorf("entry %q out of order", e.Path)
+				d.Fail(fmt.Errorf("entry %q out of order", e.Path))
 			}
 		}
 		m.Entries = append(m.Entries, e)
 	}
-	if d.err == nil && len(d.b) != 0 {
-		d.err = errors.New("trailing bytes")
+	if d.Err() == nil && d.Len() != 0 {
+		d.Fail(errors.New("trailing bytes"))
 	}
-	if d.err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrCorrupt, d.err)
+	if d.Err() != nil {
+		return nil, fmt.Errorf("%w: %v", ErrCorrupt, d.Err())
 	}
 	return m, nil
 }
 
-func appendString(b []byte, s string) []byte {
-	b = binary.AppendUvarint(b, uint64(len(s)))
-	return append(b, s...)
-}
+func appendString(b []byte, s string) []byte { return binenc.AppendString(b, s) }
 
-func appendStat(b []byte, s Stat) []byte {
+// AppendStat appends a stat tuple in the manifest's encoding (the journal
+// uses it too).
+func AppendStat(b []byte, s Stat) []byte {
 	b = binary.AppendUvarint(b, s.Ino)
 	b = binary.AppendUvarint(b, s.Dev)
 	b = binary.AppendVarint(b, s.Size)
@@ -205,64 +206,7 @@ func appendStat(b []byte, s Stat) []byte {
 	return binary.AppendVarint(b, s.Ctime)
 }
 
-type decoder struct {
-	b   []byte
-	err error
-}
-
-func (d *decoder) uvarint() uint64 {
-	if d.err != nil {
-		return 0
-	}
-	v, n := binary.Uvarint(d.b)
-	if n <= 0 {
-		d.err = errors.New("bad uvarint")
-		return 0
-	}
-	d.b = d.b[n:]
-	return v
-}
-
-func (d *decoder) varint() int64 {
-	if d.err != nil {
-		return 0
-	}
-	v, n := binary.Varint(d.b)
-	if n <= 0 {
-		d.err = errors.New("bad varint")
-		return 0
-	}
-	d.b = d.b[n:]
-	return v
-}
-
-func (d *decoder) byte() byte {
-	if d.err != nil {
-		return 0
-	}
-	if len(d.b) == 0 {
-		d.err = errors.New("unexpected end")
-		return 0
-	}
-	c := d.b[0]
-	d.b = d.b[1:]
-	return c
-}
-
-func (d *decoder) string() string {
-	n := d.uvarint()
-	if d.err != nil {
-		return ""
-	}
-	if n > uint64(len(d.b)) {
-		d.err = errors.New("string exceeds data")
-		return ""
-	}
-	s := string(d.b[:n])
-	d.b = d.b[n:]
-	return s
-}
-
-func (d *decoder) stat() Stat {
-	return Stat{Ino: d.uvarint(), Dev: d.uvarint(), Size: d.varint(), Mtime: d.varint(), Ctime: d.varint()}
+// ReadStat reads a stat tuple written by AppendStat.
+func ReadStat(d *binenc.Decoder) Stat {
+	return Stat{Ino: d.Uvarint(), Dev: d.Uvarint(), Size: d.Varint(), Mtime: d.Varint(), Ctime: d.Varint()}
 }
