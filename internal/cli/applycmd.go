@@ -47,15 +47,11 @@ turns it off. Output to a pipe or a file is never paged.`,
 				return usageError{msg: "--stat and --name-status cannot be used together"}
 			}
 			ctx := c.Context()
-			ws, err := g.open(ctx)
+			ws, st, err := g.stageFor(c, stageArg(args))
 			if err != nil {
 				return err
 			}
 			defer ws.Close()
-			st, err := ws.Stage(ctx, stageArg(args))
-			if err != nil {
-				return err
-			}
 			if g.json {
 				cs, err := st.Changes(ctx, paths)
 				if err != nil {
@@ -146,15 +142,11 @@ EXIT STATUS
 				opts.Hunks = h
 			}
 			ctx := c.Context()
-			ws, err := g.open(ctx)
+			ws, st, err := g.stageFor(c, stageArg(args))
 			if err != nil {
 				return err
 			}
 			defer ws.Close()
-			st, err := ws.Stage(ctx, stageArg(args))
-			if err != nil {
-				return err
-			}
 			res, err := st.Apply(ctx, opts)
 			if err != nil {
 				return err

@@ -26,15 +26,11 @@ forward from the same point.`,
 		Args: maxOneStage,
 		RunE: func(c *cobra.Command, args []string) error {
 			ctx := c.Context()
-			ws, err := g.open(ctx)
+			ws, st, err := g.stageFor(c, stageArg(args))
 			if err != nil {
 				return err
 			}
 			defer ws.Close()
-			st, err := ws.Stage(ctx, stageArg(args))
-			if err != nil {
-				return err
-			}
 			f, err := st.Fork(ctx, opts)
 			if err != nil {
 				return err

@@ -726,15 +726,11 @@ wtx review needs a terminal on stdin and stdout.`,
 				return usageError{msg: "wtx review needs a terminal; use 'wtx diff' and 'wtx apply' in scripts"}
 			}
 			ctx := c.Context()
-			ws, err := g.open(ctx)
+			ws, st, err := g.stageFor(c, stageArg(args))
 			if err != nil {
 				return err
 			}
 			defer ws.Close()
-			st, err := ws.Stage(ctx, stageArg(args))
-			if err != nil {
-				return err
-			}
 			if _, err := st.Changes(ctx, nil); err != nil {
 				return err
 			}

@@ -26,15 +26,11 @@ root of a private user namespace: files it creates belong to you.`,
 		RunE: func(c *cobra.Command, args []string) error {
 			g.runCommand = true
 			ctx := c.Context()
-			ws, err := g.open(ctx)
+			ws, st, err := g.stageFor(c, stageArg(args))
 			if err != nil {
 				return err
 			}
 			defer ws.Close()
-			st, err := ws.Stage(ctx, stageArg(args))
-			if err != nil {
-				return err
-			}
 			sh := g.getenv("SHELL")
 			if sh == "" {
 				sh = "/bin/sh"

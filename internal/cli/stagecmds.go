@@ -148,15 +148,11 @@ may be left out when the workspace has exactly one open stage.`,
 		Args: maxOneStage,
 		RunE: func(c *cobra.Command, args []string) error {
 			ctx := c.Context()
-			ws, err := g.open(ctx)
+			ws, st, err := g.stageFor(c, stageArg(args))
 			if err != nil {
 				return err
 			}
 			defer ws.Close()
-			st, err := ws.Stage(ctx, stageArg(args))
-			if err != nil {
-				return err
-			}
 			s, err := st.Status(ctx, paths)
 			if err != nil {
 				return err
@@ -235,15 +231,11 @@ workspace is not touched.`,
 		Args: maxOneStage,
 		RunE: func(c *cobra.Command, args []string) error {
 			ctx := c.Context()
-			ws, err := g.open(ctx)
+			ws, st, err := g.stageFor(c, stageArg(args))
 			if err != nil {
 				return err
 			}
 			defer ws.Close()
-			st, err := ws.Stage(ctx, stageArg(args))
-			if err != nil {
-				return err
-			}
 			if err := st.Drop(ctx); err != nil {
 				return err
 			}
