@@ -295,7 +295,7 @@ func (b *bench) changeScan() error {
 		}
 		for _, args := range [][]string{
 			{"init", "-q"},
-			{"-c", "core.compression=0", "add", "-A"},
+			{"-c", "core.compression=0", "add", "-A", "-f"}, // -f: a tree may ignore itself (Debian's kernel source does)
 			{"-c", "user.name=wtx-bench", "-c", "user.email=bench@wtx.invalid", "commit", "-q", "-m", "tree"},
 			{"status", "--porcelain"}, // refreshes the index, as a user's repository would be
 		} {
