@@ -314,20 +314,7 @@ func scanTree(ctx context.Context, dir string, base *tree.Manifest, exclude tree
 	}
 	defer root.Close()
 	var entries []*tree.Entry
-	pool := newHashPool(func(j hashJob) error {
-		defer j.f.Close()
-		bp := bufPool.Get().(*[]byte)
-		defer bufPool.Put(bp)
-		d, n, err := hashFile(j.f, *bp)
-		if err != nil {
-			return fmt.Errorf("scan %s: %w", j.e.Path, err)
-		}
-		if n != j.e.Size {
-			return fmt.Errorf("scan %s: %w", j.e.Path, ErrUnstable)
-		}
-		j.e.Digest = d
-		return nil
-	})
+	pool := newDigestPool("scan")
 	werr := walk(ctx, root, exclude, func(rel string, d *fsx.Dir, name string, st fsx.Stat) error {
 		if pool.failed() {
 			return errStopWalk

@@ -14,20 +14,7 @@ import (
 // and whose workspace tuple is racy, so that its base digest is known even
 // though its tuple can never prove it unchanged.
 func hashRacy(ctx context.Context, m *tree.Manifest, open func(e *tree.Entry) (*os.File, error)) error {
-	pool := newHashPool(func(j hashJob) error {
-		defer j.f.Close()
-		bp := bufPool.Get().(*[]byte)
-		defer bufPool.Put(bp)
-		d, n, err := hashFile(j.f, *bp)
-		if err != nil {
-			return fmt.Errorf("stage %s: %w", j.e.Path, err)
-		}
-		if n != j.e.Size {
-			return fmt.Errorf("stage %s: %w", j.e.Path, ErrUnstable)
-		}
-		j.e.Digest = d
-		return nil
-	})
+	pool := newDigestPool("stage")
 	var err error
 	for i := range m.Entries {
 		e := &m.Entries[i]

@@ -355,20 +355,7 @@ func (v *overlayView) readUpper(ctx context.Context, hide tree.Selectors) (map[s
 	}
 	defer root.Close()
 	nodes := map[string]*upperNode{}
-	pool := newHashPool(func(j hashJob) error {
-		defer j.f.Close()
-		bp := bufPool.Get().(*[]byte)
-		defer bufPool.Put(bp)
-		d, n, err := hashFile(j.f, *bp)
-		if err != nil {
-			return fmt.Errorf("scan %s: %w", j.e.Path, err)
-		}
-		if n != j.e.Size {
-			return fmt.Errorf("scan %s: %w", j.e.Path, ErrUnstable)
-		}
-		j.e.Digest = d
-		return nil
-	})
+	pool := newDigestPool("scan")
 	werr := walk(ctx, root, hide, func(rel string, d *fsx.Dir, name string, st fsx.Stat) error {
 		if pool.failed() {
 			return errStopWalk

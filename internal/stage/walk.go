@@ -145,6 +145,26 @@ func (p *hashPool) wait() error {
 	return p.err
 }
 
+// newDigestPool is a hash pool that sets each job's entry digest, failing
+// (with op in the message) when the file's length is not the size its stat
+// said: it changed while being read.
+func newDigestPool(op string) *hashPool {
+	return newHashPool(func(j hashJob) error {
+		defer j.f.Close()
+		bp := bufPool.Get().(*[]byte)
+		defer bufPool.Put(bp)
+		d, n, err := hashFile(j.f, *bp)
+		if err != nil {
+			return fmt.Errorf("%s %s: %w", op, j.e.Path, err)
+		}
+		if n != j.e.Size {
+			return fmt.Errorf("%s %s: %w", op, j.e.Path, ErrUnstable)
+		}
+		j.e.Digest = d
+		return nil
+	})
+}
+
 // hashFile hashes r fully and returns its digest and length.
 func hashFile(r io.Reader, buf []byte) (string, int64, error) {
 	h := blob.NewHasher()
