@@ -20,10 +20,14 @@ func AppendString(b []byte, s string) []byte {
 type Decoder struct {
 	b   []byte
 	err error
+	// all is b as one string: every String read is a substring of it, so a
+	// large record set costs one copy instead of one allocation per string.
+	all   string
+	total int
 }
 
-// NewDecoder reads b.
-func NewDecoder(b []byte) *Decoder { return &Decoder{b: b} }
+// NewDecoder reads b. Strings it returns share one copy of b.
+func NewDecoder(b []byte) *Decoder { return &Decoder{b: b, all: string(b), total: len(b)} }
 
 // Err is the first error met, or nil.
 func (d *Decoder) Err() error { return d.err }
@@ -90,7 +94,7 @@ func (d *Decoder) String() string {
 		d.err = errors.New("string exceeds data")
 		return ""
 	}
-	s := string(d.b[:n])
+	off := d.total - len(d.b)
 	d.b = d.b[n:]
-	return s
+	return d.all[off : off+int(n)]
 }
