@@ -148,7 +148,7 @@ func (s *Stage) Apply(ctx context.Context, opts ApplyOptions) (res *ApplyResult,
 		return nil, AsError(err)
 	}
 	defer root.Close()
-	a := &applier{ws: s.ws, root: root, base: cs.base, ident: map[string]fsx.Stat{}, partial: partial, batch: s.ws.blobs.NewBatch()}
+	a := &applier{ws: s.ws, root: root, base: cs.base, ident: map[string]fsx.Stat{}, partial: partial, batch: s.ws.blobs.NewBatch(), progress: opts.Progress}
 	// Payloads and pre-images go into the blob store as one batch, made
 	// durable (and visible) before the journal is written.
 	committed := false
@@ -248,6 +248,8 @@ type applier struct {
 	// pretemps maps a record's temporary prefix to the temporary file made
 	// for it before the steps ran (see prepareTemps).
 	pretemps map[string]string
+	// progress reports steps done (ApplyOptions.Progress), if set.
+	progress func(done, total int)
 	// batch, when set, takes the blobs the apply stores until they are
 	// committed together.
 	batch *blob.Batch
@@ -579,6 +581,9 @@ func (a *applier) execute(ctx context.Context, recs []journal.Record) (err error
 			}
 		}
 		failpoint.Hit("apply:step")
+		if a.progress != nil && (i%256 == 0 || i == len(recs)-1) {
+			a.progress(i+1, len(recs))
+		}
 		u, err := a.step(r)
 		failpoint.Hit("apply:step-done")
 		if err != nil {

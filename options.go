@@ -55,6 +55,9 @@ type ApplyOptions struct {
 	// IgnoreStaleReads applies even if files the stage read changed in the
 	// workspace since.
 	IgnoreStaleReads bool
+	// Progress, if set, is called now and then while the apply writes, with
+	// the steps done and the steps in all.
+	Progress func(done, total int)
 	// Hunks, keyed by path, applies only the chosen hunks of a text file
 	// modified in the stage, numbered from 1 in diff order as wtx diff
 	// --hunks shows them (with HunkContext lines of context). The path's

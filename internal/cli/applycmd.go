@@ -147,7 +147,11 @@ EXIT STATUS
 				return err
 			}
 			defer ws.Close()
+			opts.Progress = g.progressOf("applying")
 			res, err := st.Apply(ctx, opts)
+			if opts.Progress != nil {
+				g.endProgress()
+			}
 			if err != nil {
 				return err
 			}

@@ -16,6 +16,17 @@ func (g *globals) progress(what string) func(int) {
 	}
 }
 
+// progressOf returns a callback that shows "done/total" on a terminal
+// stderr, or nil (see progress).
+func (g *globals) progressOf(what string) func(done, total int) {
+	if !g.io.ErrTTY || g.quiet || g.json {
+		return nil
+	}
+	return func(done, total int) {
+		fmt.Fprintf(g.io.Err, "\r\x1b[Kwtx: %s: %d/%d", what, done, total)
+	}
+}
+
 // endProgress clears the progress line.
 func (g *globals) endProgress() {
 	if g.io.ErrTTY && !g.quiet && !g.json {
