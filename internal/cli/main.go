@@ -236,32 +236,24 @@ EXIT STATUS
 	pf.BoolVar(&g.json, "json", false, "print one JSON object on stdout")
 	pf.BoolVarP(&g.quiet, "quiet", "q", false, "print no notices or summaries")
 	pf.BoolVar(&g.noColor, "no-color", false, "never colour output")
-	root.AddCommand(
-		newRunCommand(g),
-		newShellCommand(g),
-		newBeginCommand(g),
-		newListCommand(g),
-		newStatusCommand(g),
-		newDiffCommand(g),
-		newApplyCommand(g),
-		newDropCommand(g),
-		newLogCommand(g),
-		newShowCommand(g),
-		newUndoCommand(g),
-		newRecoverCommand(g),
-		newReceiptCommand(g),
-		newReadCommand(g),
-		newWriteCommand(g),
-		newEditCommand(g),
-		newRmCommand(g),
-		newRebaseCommand(g),
-		newDropOpCommand(g),
-		newBatchCommand(g),
-		newMCPCommand(g),
-		newReviewCommand(g),
-		newForkCommand(g),
-		newGCCommand(g),
+	root.AddGroup(
+		&cobra.Group{ID: "stage", Title: "Stage a command and land its change:"},
+		&cobra.Group{ID: "agent", Title: "Per-file transactions (for coding agents):"},
+		&cobra.Group{ID: "history", Title: "History and recovery:"},
 	)
+	group := func(id string, cmds ...*cobra.Command) {
+		for _, c := range cmds {
+			c.GroupID = id
+			root.AddCommand(c)
+		}
+	}
+	group("stage", newRunCommand(g), newBeginCommand(g), newShellCommand(g), newListCommand(g),
+		newStatusCommand(g), newDiffCommand(g), newReviewCommand(g), newApplyCommand(g), newDropCommand(g),
+		newForkCommand(g))
+	group("agent", newReadCommand(g), newWriteCommand(g), newEditCommand(g), newRmCommand(g),
+		newRebaseCommand(g), newDropOpCommand(g), newBatchCommand(g), newMCPCommand(g))
+	group("history", newLogCommand(g), newShowCommand(g), newUndoCommand(g), newRecoverCommand(g),
+		newReceiptCommand(g), newGCCommand(g))
 	root.InitDefaultCompletionCmd()
 	for _, c := range root.Commands() {
 		if c.Name() == "completion" {
