@@ -29,16 +29,11 @@ type RebaseResult struct {
 // write, a removal, an op with an expected hash, a command run — makes the
 // rebase fail, and then the stage is left exactly as it was.
 func (s *Stage) Rebase(ctx context.Context, merge bool) (*RebaseResult, error) {
-	unlock, err := s.ws.lock(ctx)
+	v, fo, release, err := s.lockedFileOps(ctx)
 	if err != nil {
 		return nil, err
 	}
-	defer unlock()
-	v, fo, err := s.fileOps(ctx)
-	if err != nil {
-		return nil, err
-	}
-	defer v.Close()
+	defer release()
 	cs, err := s.Changes(ctx, nil)
 	if err != nil {
 		return nil, err

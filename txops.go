@@ -121,6 +121,21 @@ func (s *Stage) fileOps(ctx context.Context) (stage.View, stage.FileOps, error) 
 	return v, fo, nil
 }
 
+// lockedFileOps takes the workspace lock and opens the stage's view for
+// per-file operations; release closes the view and unlocks.
+func (s *Stage) lockedFileOps(ctx context.Context) (stage.View, stage.FileOps, func(), error) {
+	unlock, err := s.ws.lock(ctx)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	v, fo, err := s.fileOps(ctx)
+	if err != nil {
+		unlock()
+		return nil, nil, nil, err
+	}
+	return v, fo, func() { v.Close(); unlock() }, nil
+}
+
 // Read returns the staged content of path and records it in the stage's
 // read set: if the workspace's copy changes before apply, the apply is
 // refused (refusal.stale-read). Reading again refreshes the record.
@@ -128,16 +143,11 @@ func (s *Stage) Read(ctx context.Context, path string) (*FileResult, error) {
 	if err := validOpPath(path); err != nil {
 		return nil, err
 	}
-	unlock, err := s.ws.lock(ctx)
+	v, fo, release, err := s.lockedFileOps(ctx)
 	if err != nil {
 		return nil, err
 	}
-	defer unlock()
-	v, fo, err := s.fileOps(ctx)
-	if err != nil {
-		return nil, err
-	}
-	defer v.Close()
+	defer release()
 	side, data, err := stagedFile(v, path)
 	if err != nil {
 		return nil, err
@@ -229,16 +239,11 @@ func (s *Stage) change(ctx context.Context, path string, op TxOp, expectHash str
 	if err := validOpPath(path); err != nil {
 		return nil, err
 	}
-	unlock, err := s.ws.lock(ctx)
+	v, fo, release, err := s.lockedFileOps(ctx)
 	if err != nil {
 		return nil, err
 	}
-	defer unlock()
-	v, fo, err := s.fileOps(ctx)
-	if err != nil {
-		return nil, err
-	}
-	defer v.Close()
+	defer release()
 	before, data, err := stagedFile(v, path)
 	if err != nil {
 		return nil, err
