@@ -5,6 +5,8 @@ import (
 	"errors"
 	"strings"
 	"testing"
+
+	"github.com/wtx-dev/wtx/internal/quote"
 )
 
 func TestQuotePath(t *testing.T) {
@@ -18,8 +20,8 @@ func TestQuotePath(t *testing.T) {
 		{"a/\x01\x7f", `"a/\001\177"`},
 	}
 	for _, tt := range tests {
-		if got := quotePath(tt.in); got != tt.want {
-			t.Errorf("quotePath(%q) = %s, want %s", tt.in, got, tt.want)
+		if got := quote.Path(tt.in); got != tt.want {
+			t.Errorf("quote.Path(%q) = %s, want %s", tt.in, got, tt.want)
 		}
 	}
 }

@@ -9,6 +9,8 @@ import (
 	"io"
 	"strconv"
 	"strings"
+
+	"github.com/wtx-dev/wtx/internal/quote"
 )
 
 // Git file modes as they appear in a diff.
@@ -115,7 +117,7 @@ func writeSection(buf *bytes.Buffer, fd FileDiff, om, nm uint32, opt Options) er
 		return nil
 	}
 
-	nameA, nameB := quotePath("a/"+fd.Path), quotePath("b/"+fd.Path)
+	nameA, nameB := quote.Path("a/"+fd.Path), quote.Path("b/"+fd.Path)
 	fmt.Fprintf(buf, "diff --git %s %s\n", nameA, nameB)
 	switch {
 	case om == 0:
@@ -291,53 +293,4 @@ func encode85(buf *bytes.Buffer, data []byte) {
 		buf.Write(d[:])
 		data = data[min(4, len(data)):]
 	}
-}
-
-// quotePath returns name as git writes it in diff headers: unchanged, or,
-// when it holds a control character, '"', '\\', DEL or a non-ASCII byte,
-// in double quotes with C-style escapes and octal for other bytes.
-func quotePath(name string) string {
-	needs := false
-	for i := 0; i < len(name); i++ {
-		if c := name[i]; c < 0x20 || c == '"' || c == '\\' || c >= 0x7f {
-			needs = true
-			break
-		}
-	}
-	if !needs {
-		return name
-	}
-	var sb strings.Builder
-	sb.WriteByte('"')
-	for i := 0; i < len(name); i++ {
-		c := name[i]
-		switch c {
-		case '\a':
-			sb.WriteString(`\a`)
-		case '\b':
-			sb.WriteString(`\b`)
-		case '\t':
-			sb.WriteString(`\t`)
-		case '\n':
-			sb.WriteString(`\n`)
-		case '\v':
-			sb.WriteString(`\v`)
-		case '\f':
-			sb.WriteString(`\f`)
-		case '\r':
-			sb.WriteString(`\r`)
-		case '"':
-			sb.WriteString(`\"`)
-		case '\\':
-			sb.WriteString(`\\`)
-		default:
-			if c < 0x20 || c >= 0x7f {
-				fmt.Fprintf(&sb, `\%03o`, c)
-			} else {
-				sb.WriteByte(c)
-			}
-		}
-	}
-	sb.WriteByte('"')
-	return sb.String()
 }

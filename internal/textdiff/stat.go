@@ -6,6 +6,8 @@ import (
 	"io"
 	"strconv"
 	"strings"
+
+	"github.com/wtx-dev/wtx/internal/quote"
 )
 
 // normalized returns fd's modes with directories counted as absent, and
@@ -85,7 +87,7 @@ func WriteStat(w io.Writer, fds []FileDiff, width int) error {
 		if !differs {
 			continue
 		}
-		r := row{name: quotePath(fd.Path)}
+		r := row{name: quote.Path(fd.Path)}
 		if isBinaryDiff(fd, om, nm) {
 			r.binary = true
 			if om != 0 {
