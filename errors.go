@@ -48,6 +48,15 @@ const (
 	CodeEditAmbiguous        = "precondition.edit-ambiguous"
 	CodeFileNotFound         = "not-found.file"
 	CodeTxOpNotFound         = "not-found.tx-op"
+
+	// Second round: lifecycle and integrity.
+	CodeStageBusy   = "refusal.stage-busy"        // a process started in the stage is alive (L-001)
+	CodeInsideStage = "precondition.inside-stage" // wtx was run inside a stage's view (L-003)
+	CodeStateUnsafe = "precondition.state-unsafe" // state root owned by another user or writable by others (I-004)
+	CodeConfinement = "precondition.confinement"  // --read-only / --no-network cannot be given here (L-006)
+	CodeCorrupt     = "io.corrupt"                // stored content or state does not match its digest (I-002, I-005)
+	CodeStateLost   = "io.state-missing"          // database, journal or blob that should exist is gone (I-005)
+	CodeReserved    = "usage.reserved-name"       // a name wtx keeps for itself (.wtx-tmp-*)
 )
 
 // Sentinel errors that callers branch on. Every *Error wraps the sentinel of
