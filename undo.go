@@ -269,10 +269,14 @@ func VerifyReceipt(data []byte) (*Receipt, error) {
 	if len(missing) > 0 {
 		return nil, errorf(CodeReceiptInvalid, "receipt lacks %s", strings.Join(missing, ", "))
 	}
-	var r Receipt
+	var rj receiptJSON
 	dec := json.NewDecoder(strings.NewReader(string(data)))
 	dec.DisallowUnknownFields()
-	if err := dec.Decode(&r); err != nil {
+	if err := dec.Decode(&rj); err != nil {
+		return nil, errorf(CodeReceiptInvalid, "receipt does not parse: %v", err)
+	}
+	r, err := rj.receipt()
+	if err != nil {
 		return nil, errorf(CodeReceiptInvalid, "receipt does not parse: %v", err)
 	}
 	for _, d := range []struct{ name, v string }{{"base_digest", r.BaseDigest}, {"result_digest", r.ResultDigest}, {"changeset_digest", r.ChangesetDigest}} {

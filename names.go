@@ -1,0 +1,410 @@
+package wtx
+
+import (
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/wtx-dev/wtx/internal/jsonname"
+)
+
+// Names are bytes (I-001): every record and answer that carries a name, an
+// argument or an edit text goes through JSON with the convention of
+// internal/jsonname — the field itself (the name, or its quoted form when
+// it is not valid UTF-8) and, only then, X_b64 with the exact bytes. The
+// types below keep their Go fields as plain strings; these methods add the
+// byte-safe siblings and read them back. Field order is the order of the
+// Go structs, so a record without such names encodes as it always did.
+
+type sideJSON struct {
+	Type      string `json:"type"`
+	Mode      string `json:"mode,omitempty"`
+	Size      int64  `json:"size"`
+	Digest    string `json:"digest,omitempty"`
+	Target    string `json:"target,omitempty"`
+	TargetB64 string `json:"target_b64,omitempty"`
+}
+
+// MarshalJSON writes the side with a byte-safe target.
+func (s Side) MarshalJSON() ([]byte, error) {
+	return json.Marshal(sideJSON{s.Type, s.Mode, s.Size, s.Digest, jsonname.Text(s.Target), jsonname.B64(s.Target)})
+}
+
+// UnmarshalJSON reads what MarshalJSON writes (and records without
+// target_b64).
+func (s *Side) UnmarshalJSON(data []byte) error {
+	var j sideJSON
+	if err := json.Unmarshal(data, &j); err != nil {
+		return err
+	}
+	target, err := jsonname.Name(j.Target, j.TargetB64)
+	if err != nil {
+		return err
+	}
+	*s = Side{j.Type, j.Mode, j.Size, j.Digest, target}
+	return nil
+}
+
+type changeJSON struct {
+	Path      string `json:"path"`
+	PathB64   string `json:"path_b64,omitempty"`
+	Action    string `json:"action"`
+	Type      string `json:"type,omitempty"`
+	Mode      string `json:"mode,omitempty"`
+	Size      *int64 `json:"size,omitempty"`
+	Digest    string `json:"digest,omitempty"`
+	Target    string `json:"target,omitempty"`
+	TargetB64 string `json:"target_b64,omitempty"`
+	Before    *Side  `json:"before,omitempty"`
+}
+
+// MarshalJSON writes the change with a byte-safe path and target.
+func (c Change) MarshalJSON() ([]byte, error) {
+	return json.Marshal(changeJSON{jsonname.Text(c.Path), jsonname.B64(c.Path), c.Action, c.Type, c.Mode, c.Size, c.Digest,
+		jsonname.Text(c.Target), jsonname.B64(c.Target), c.Before})
+}
+
+// UnmarshalJSON reads what MarshalJSON writes.
+func (c *Change) UnmarshalJSON(data []byte) error {
+	var j changeJSON
+	if err := json.Unmarshal(data, &j); err != nil {
+		return err
+	}
+	p, err := jsonname.Name(j.Path, j.PathB64)
+	if err != nil {
+		return err
+	}
+	target, err := jsonname.Name(j.Target, j.TargetB64)
+	if err != nil {
+		return err
+	}
+	*c = Change{p, j.Action, j.Type, j.Mode, j.Size, j.Digest, target, j.Before}
+	return nil
+}
+
+type conflictJSON struct {
+	Path    string `json:"path"`
+	PathB64 string `json:"path_b64,omitempty"`
+	Kind    string `json:"kind"`
+	Base    string `json:"base,omitempty"`
+	Current string `json:"current,omitempty"`
+	Detail  string `json:"detail,omitempty"`
+}
+
+// MarshalJSON writes the conflict with a byte-safe path.
+func (c Conflict) MarshalJSON() ([]byte, error) {
+	return json.Marshal(conflictJSON{jsonname.Text(c.Path), jsonname.B64(c.Path), c.Kind, c.Base, c.Current, c.Detail})
+}
+
+// UnmarshalJSON reads what MarshalJSON writes.
+func (c *Conflict) UnmarshalJSON(data []byte) error {
+	var j conflictJSON
+	if err := json.Unmarshal(data, &j); err != nil {
+		return err
+	}
+	p, err := jsonname.Name(j.Path, j.PathB64)
+	if err != nil {
+		return err
+	}
+	*c = Conflict{p, j.Kind, j.Base, j.Current, j.Detail}
+	return nil
+}
+
+type fileResultJSON struct {
+	TxOp    int    `json:"tx_op"`
+	Path    string `json:"path"`
+	PathB64 string `json:"path_b64,omitempty"`
+	Digest  string `json:"digest,omitempty"`
+	Size    int64  `json:"size"`
+	Before  string `json:"before,omitempty"`
+}
+
+// MarshalJSON writes the result with a byte-safe path.
+func (r FileResult) MarshalJSON() ([]byte, error) {
+	return json.Marshal(fileResultJSON{r.TxOp, jsonname.Text(r.Path), jsonname.B64(r.Path), r.Digest, r.Size, r.Before})
+}
+
+type txFileJSON struct {
+	Path    string `json:"path"`
+	PathB64 string `json:"path_b64,omitempty"`
+	Before  *Side  `json:"before"`
+	After   *Side  `json:"after"`
+}
+
+// MarshalJSON writes the file with a byte-safe path.
+func (f TxFile) MarshalJSON() ([]byte, error) {
+	return json.Marshal(txFileJSON{jsonname.Text(f.Path), jsonname.B64(f.Path), f.Before, f.After})
+}
+
+// UnmarshalJSON reads what MarshalJSON writes.
+func (f *TxFile) UnmarshalJSON(data []byte) error {
+	var j txFileJSON
+	if err := json.Unmarshal(data, &j); err != nil {
+		return err
+	}
+	p, err := jsonname.Name(j.Path, j.PathB64)
+	if err != nil {
+		return err
+	}
+	*f = TxFile{p, j.Before, j.After}
+	return nil
+}
+
+type txOpJSON struct {
+	Seq        int       `json:"tx_op"`
+	Kind       string    `json:"kind"`
+	Argv       []string  `json:"argv"`
+	ArgvB64    []string  `json:"argv_b64,omitempty"`
+	Created    time.Time `json:"created"`
+	Files      []TxFile  `json:"files"`
+	Old        string    `json:"old,omitempty"`
+	OldB64     string    `json:"old_b64,omitempty"`
+	New        string    `json:"new,omitempty"`
+	NewB64     string    `json:"new_b64,omitempty"`
+	All        bool      `json:"all,omitempty"`
+	ExpectHash string    `json:"expect_hash,omitempty"`
+}
+
+// MarshalJSON writes the op with byte-safe arguments and edit texts.
+func (op TxOp) MarshalJSON() ([]byte, error) {
+	return json.Marshal(txOpJSON{op.Seq, op.Kind, jsonname.Texts(op.Argv), jsonname.B64s(op.Argv), op.Created, op.Files,
+		jsonname.Text(op.Old), jsonname.B64(op.Old), jsonname.Text(op.New), jsonname.B64(op.New), op.All, op.ExpectHash})
+}
+
+// UnmarshalJSON reads what MarshalJSON writes.
+func (op *TxOp) UnmarshalJSON(data []byte) error {
+	var j txOpJSON
+	if err := json.Unmarshal(data, &j); err != nil {
+		return err
+	}
+	argv, err := jsonname.Names(j.Argv, j.ArgvB64)
+	if err != nil {
+		return fmt.Errorf("argv: %w", err)
+	}
+	old, err := jsonname.Name(j.Old, j.OldB64)
+	if err != nil {
+		return err
+	}
+	nw, err := jsonname.Name(j.New, j.NewB64)
+	if err != nil {
+		return err
+	}
+	*op = TxOp{Seq: j.Seq, Kind: j.Kind, Argv: argv, Created: j.Created, Files: j.Files, Old: old, New: nw, All: j.All, ExpectHash: j.ExpectHash}
+	return nil
+}
+
+type opBodyJSON struct {
+	Stage           string     `json:"stage"`
+	Paths           []string   `json:"paths"`
+	PathsB64        []string   `json:"paths_b64,omitempty"`
+	Written         []string   `json:"written"`
+	WrittenB64      []string   `json:"written_b64,omitempty"`
+	ChangesetDigest string     `json:"changeset_digest"`
+	Changes         []opChange `json:"changes"`
+	Undoes          string     `json:"undoes,omitempty"`
+}
+
+// MarshalJSON writes the body with byte-safe paths.
+func (b opBody) MarshalJSON() ([]byte, error) {
+	return json.Marshal(opBodyJSON{b.Stage, jsonname.Texts(b.Paths), jsonname.B64s(b.Paths), jsonname.Texts(b.Written), jsonname.B64s(b.Written),
+		b.ChangesetDigest, b.Changes, b.Undoes})
+}
+
+// UnmarshalJSON reads what MarshalJSON writes.
+func (b *opBody) UnmarshalJSON(data []byte) error {
+	var j opBodyJSON
+	if err := json.Unmarshal(data, &j); err != nil {
+		return err
+	}
+	paths, err := jsonname.Names(j.Paths, j.PathsB64)
+	if err != nil {
+		return fmt.Errorf("paths: %w", err)
+	}
+	written, err := jsonname.Names(j.Written, j.WrittenB64)
+	if err != nil {
+		return fmt.Errorf("written: %w", err)
+	}
+	*b = opBody{j.Stage, paths, written, j.ChangesetDigest, j.Changes, j.Undoes}
+	return nil
+}
+
+type opChangeJSON struct {
+	Path    string     `json:"path"`
+	PathB64 string     `json:"path_b64,omitempty"`
+	Old     *entryJSON `json:"old"`
+	New     *entryJSON `json:"new"`
+}
+
+// MarshalJSON writes the change with a byte-safe path.
+func (c opChange) MarshalJSON() ([]byte, error) {
+	return json.Marshal(opChangeJSON{jsonname.Text(c.Path), jsonname.B64(c.Path), c.Old, c.New})
+}
+
+// UnmarshalJSON reads what MarshalJSON writes.
+func (c *opChange) UnmarshalJSON(data []byte) error {
+	var j opChangeJSON
+	if err := json.Unmarshal(data, &j); err != nil {
+		return err
+	}
+	p, err := jsonname.Name(j.Path, j.PathB64)
+	if err != nil {
+		return err
+	}
+	*c = opChange{p, j.Old, j.New}
+	return nil
+}
+
+type entryJSONJSON struct {
+	Type      string `json:"type"`
+	Perm      uint32 `json:"perm"`
+	Size      int64  `json:"size"`
+	Digest    string `json:"digest,omitempty"`
+	Target    string `json:"target,omitempty"`
+	TargetB64 string `json:"target_b64,omitempty"`
+}
+
+// MarshalJSON writes the entry with a byte-safe target.
+func (e entryJSON) MarshalJSON() ([]byte, error) {
+	return json.Marshal(entryJSONJSON{e.Type, e.Perm, e.Size, e.Digest, jsonname.Text(e.Target), jsonname.B64(e.Target)})
+}
+
+// UnmarshalJSON reads what MarshalJSON writes.
+func (e *entryJSON) UnmarshalJSON(data []byte) error {
+	var j entryJSONJSON
+	if err := json.Unmarshal(data, &j); err != nil {
+		return err
+	}
+	target, err := jsonname.Name(j.Target, j.TargetB64)
+	if err != nil {
+		return err
+	}
+	*e = entryJSON{j.Type, j.Perm, j.Size, j.Digest, target}
+	return nil
+}
+
+type stageConfigJSON struct {
+	Exclude    []string      `json:"exclude,omitempty"`
+	ExcludeB64 []string      `json:"exclude_b64,omitempty"`
+	Share      []string      `json:"share,omitempty"`
+	ShareB64   []string      `json:"share_b64,omitempty"`
+	Protect    []string      `json:"protect,omitempty"`
+	ProtectB64 []string      `json:"protect_b64,omitempty"`
+	Skipped    []BackendSkip `json:"skipped,omitempty"`
+	Ops        []string      `json:"ops,omitempty"`
+}
+
+// MarshalJSON writes the configuration with byte-safe selectors.
+func (c stageConfig) MarshalJSON() ([]byte, error) {
+	return json.Marshal(stageConfigJSON{jsonname.Texts(c.Exclude), jsonname.B64s(c.Exclude), jsonname.Texts(c.Share), jsonname.B64s(c.Share),
+		jsonname.Texts(c.Protect), jsonname.B64s(c.Protect), c.Skipped, c.Ops})
+}
+
+// UnmarshalJSON reads what MarshalJSON writes.
+func (c *stageConfig) UnmarshalJSON(data []byte) error {
+	var j stageConfigJSON
+	if err := json.Unmarshal(data, &j); err != nil {
+		return err
+	}
+	var err error
+	out := stageConfig{Skipped: j.Skipped, Ops: j.Ops}
+	if out.Exclude, err = jsonname.Names(j.Exclude, j.ExcludeB64); err != nil {
+		return fmt.Errorf("exclude: %w", err)
+	}
+	if out.Share, err = jsonname.Names(j.Share, j.ShareB64); err != nil {
+		return fmt.Errorf("share: %w", err)
+	}
+	if out.Protect, err = jsonname.Names(j.Protect, j.ProtectB64); err != nil {
+		return fmt.Errorf("protect: %w", err)
+	}
+	*c = out
+	return nil
+}
+
+// receiptJSON is a receipt as JSON: the fields of Receipt, in its order,
+// with the byte-safe siblings of its names.
+type receiptJSON struct {
+	SchemaVersion    int       `json:"schema_version"`
+	ID               string    `json:"id"`
+	Kind             string    `json:"kind"`
+	Workspace        string    `json:"workspace"`
+	WorkspaceB64     string    `json:"workspace_b64,omitempty"`
+	Tx               string    `json:"tx"`
+	OpID             string    `json:"op_id"`
+	CreatedAt        time.Time `json:"created_at"`
+	Backend          string    `json:"backend"`
+	Command          []string  `json:"command"`
+	CommandB64       []string  `json:"command_b64,omitempty"`
+	ExitCode         *int      `json:"exit_code"`
+	BaseDigest       string    `json:"base_digest"`
+	ResultDigest     string    `json:"result_digest"`
+	ChangesetDigest  string    `json:"changeset_digest"`
+	Counts           Counts    `json:"counts"`
+	Paths            []string  `json:"paths"`
+	PathsB64         []string  `json:"paths_b64,omitempty"`
+	Refusal          *Refusal  `json:"refusal"`
+	Exclusions       int       `json:"exclusions"`
+	Protections      int       `json:"protections"`
+	ProtectedPaths   int       `json:"protected_paths"`
+	Approved         bool      `json:"approved"`
+	NotTransactional []string  `json:"not_transactional"`
+	Digest           string    `json:"digest"`
+}
+
+func (r Receipt) toJSON() receiptJSON {
+	return receiptJSON{r.SchemaVersion, r.ID, r.Kind, jsonname.Text(r.Workspace), jsonname.B64(r.Workspace), r.Tx, r.OpID, r.CreatedAt,
+		r.Backend, jsonname.Texts(r.Command), jsonname.B64s(r.Command), r.ExitCode, r.BaseDigest, r.ResultDigest, r.ChangesetDigest,
+		r.Counts, jsonname.Texts(r.Paths), jsonname.B64s(r.Paths), r.Refusal, r.Exclusions, r.Protections, r.ProtectedPaths,
+		r.Approved, r.NotTransactional, r.Digest}
+}
+
+func (j receiptJSON) receipt() (Receipt, error) {
+	ws, err := jsonname.Name(j.Workspace, j.WorkspaceB64)
+	if err != nil {
+		return Receipt{}, fmt.Errorf("workspace: %w", err)
+	}
+	cmd, err := jsonname.Names(j.Command, j.CommandB64)
+	if err != nil {
+		return Receipt{}, fmt.Errorf("command: %w", err)
+	}
+	paths, err := jsonname.Names(j.Paths, j.PathsB64)
+	if err != nil {
+		return Receipt{}, fmt.Errorf("paths: %w", err)
+	}
+	return Receipt{j.SchemaVersion, j.ID, j.Kind, ws, j.Tx, j.OpID, j.CreatedAt, j.Backend, cmd, j.ExitCode,
+		j.BaseDigest, j.ResultDigest, j.ChangesetDigest, j.Counts, paths, j.Refusal, j.Exclusions, j.Protections,
+		j.ProtectedPaths, j.Approved, j.NotTransactional, j.Digest}, nil
+}
+
+// MarshalJSON writes the receipt with byte-safe names.
+func (r Receipt) MarshalJSON() ([]byte, error) { return json.Marshal(r.toJSON()) }
+
+// UnmarshalJSON reads what MarshalJSON writes.
+func (r *Receipt) UnmarshalJSON(data []byte) error {
+	var j receiptJSON
+	if err := json.Unmarshal(data, &j); err != nil {
+		return err
+	}
+	out, err := j.receipt()
+	if err != nil {
+		return err
+	}
+	*r = out
+	return nil
+}
+
+type opJSON struct {
+	ID         string    `json:"op_id"`
+	Kind       string    `json:"kind"`
+	Tx         string    `json:"tx"`
+	Created    time.Time `json:"created"`
+	Written    []string  `json:"written"`
+	WrittenB64 []string  `json:"written_b64,omitempty"`
+	Changes    []Change  `json:"changes"`
+	Undoes     string    `json:"undoes,omitempty"`
+	UndoneBy   string    `json:"undone_by,omitempty"`
+}
+
+// MarshalJSON writes the op with byte-safe paths.
+func (op Op) MarshalJSON() ([]byte, error) {
+	return json.Marshal(opJSON{op.ID, op.Kind, op.Tx, op.Created, jsonname.Texts(op.Written), jsonname.B64s(op.Written), op.Changes, op.Undoes, op.UndoneBy})
+}
