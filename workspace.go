@@ -60,19 +60,21 @@ func Open(ctx context.Context, dir string, opts Options) (*Workspace, error) {
 		return nil, &Error{Code: CodeStateInWorkspace,
 			Message: fmt.Sprintf("workspace %s is inside the state root %s", path, stateDir)}
 	}
-	for _, d := range []string{stateDir, filepath.Join(stateDir, "stages"), filepath.Join(stateDir, "workspaces")} {
-		if err := os.MkdirAll(d, 0o700); err != nil {
-			return nil, AsError(fmt.Errorf("create state root: %w", err))
-		}
+	if err := prepareStateRoot(stateDir); err != nil {
+		return nil, err
 	}
-	db, err := state.Open(ctx, filepath.Join(stateDir, "wtx.db"))
+	dbPath := filepath.Join(stateDir, dbName)
+	if err := createPrivateFile(stateDir, dbPath); err != nil {
+		return nil, err
+	}
+	db, err := state.Open(ctx, dbPath)
 	if err != nil {
-		return nil, AsError(err)
+		return nil, stateDBError(stateDir, err)
 	}
 	blobs, err := blob.Open(stateDir)
 	if err != nil {
 		db.Close()
-		return nil, AsError(err)
+		return nil, stateIOError(stateDir, "open the blob store", err)
 	}
 	w := &Workspace{
 		path:     path,
@@ -89,9 +91,9 @@ func Open(ctx context.Context, dir string, opts Options) (*Workspace, error) {
 	if w.now == nil {
 		w.now = time.Now
 	}
-	if err := os.MkdirAll(w.workspaceStateDir(), 0o700); err != nil {
+	if err := ensurePrivateDir(stateDir, w.workspaceStateDir()); err != nil {
 		db.Close()
-		return nil, AsError(err)
+		return nil, err
 	}
 	if _, err := db.EnsureWorkspace(ctx, w.id, path, w.now().UTC()); err != nil {
 		db.Close()

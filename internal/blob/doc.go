@@ -13,7 +13,7 @@
 // An object is written once and never modified: [Store.Put] writes to a
 // temporary file, hashing while it writes, syncs it, and renames it into
 // place, so a reader never sees a partial object and an object that exists
-// survives power loss. Object files are read-only (mode 0444).
+// survives power loss. Object files are read-only and private (mode 0400).
 //
 // # Concurrency
 //

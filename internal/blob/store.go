@@ -28,7 +28,7 @@ const (
 	// dirPerm keeps stored contents private to the owner: objects are
 	// copies of workspace files, which may hold secrets.
 	dirPerm    = 0o700
-	objectPerm = 0o444
+	objectPerm = 0o400
 )
 
 // A Store is a content-addressed, write-once object store in one directory.

@@ -112,8 +112,8 @@ func TestRoundTrip(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if fi.Mode().Perm() != 0o444 {
-				t.Errorf("object mode = %v, want 0444", fi.Mode().Perm())
+			if fi.Mode().Perm() != 0o400 {
+				t.Errorf("object mode = %v, want 0400", fi.Mode().Perm())
 			}
 			got, err := s.ReadAll(d)
 			if err != nil {

@@ -32,6 +32,18 @@ var (
 	// ErrTooNew is wrapped by the error from [Open] when the database's
 	// schema is newer than this binary knows.
 	ErrTooNew = errors.New("schema is newer than this wtx")
+
+	// ErrReadOnly is wrapped by errors from a write the database file or
+	// its directory does not allow (a read-only file or file system).
+	ErrReadOnly = errors.New("database is read-only")
+
+	// ErrCantOpen is wrapped by errors from a database file (or its -wal or
+	// -shm file) that cannot be opened or created.
+	ErrCantOpen = errors.New("database cannot be opened")
+
+	// ErrCorrupt is wrapped by errors from a database file whose content
+	// is damaged.
+	ErrCorrupt = errors.New("database is damaged")
 )
 
 // classify adds this package's sentinels to an error from the driver.
@@ -47,6 +59,12 @@ func classify(err error) error {
 		return fmt.Errorf("%w: %w", ErrExists, err)
 	case code&0xff == sqlite3.SQLITE_BUSY || code&0xff == sqlite3.SQLITE_LOCKED:
 		return fmt.Errorf("%w: %w", ErrBusy, err)
+	case code&0xff == sqlite3.SQLITE_READONLY:
+		return fmt.Errorf("%w: %w", ErrReadOnly, err)
+	case code&0xff == sqlite3.SQLITE_CANTOPEN || code&0xff == sqlite3.SQLITE_PERM:
+		return fmt.Errorf("%w: %w", ErrCantOpen, err)
+	case code&0xff == sqlite3.SQLITE_CORRUPT || code&0xff == sqlite3.SQLITE_NOTADB:
+		return fmt.Errorf("%w: %w", ErrCorrupt, err)
 	}
 	return err
 }
