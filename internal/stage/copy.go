@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"os"
 	"os/exec"
@@ -183,6 +182,7 @@ func refuseConfinement(backend string, opts RunOptions) error {
 
 // copyFile copies src (closed on return) to a new file at dst, hashing the
 // bytes on the way, and records the digest and the new file's stat tuple.
+// A sparse file's holes are not filled.
 func copyFile(src *os.File, dst string, e *tree.Entry) (err error) {
 	defer src.Close()
 	out, err := os.OpenFile(dst, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
@@ -194,10 +194,10 @@ func copyFile(src *os.File, dst string, e *tree.Entry) (err error) {
 			err = cerr
 		}
 	}()
-	bp := bufPool.Get().(*[]byte)
-	defer bufPool.Put(bp)
+	// Holes stay holes in the view (SEEK_DATA/SEEK_HOLE); the digest is
+	// over the logical content.
 	h := blob.NewHasher()
-	n, err := io.CopyBuffer(io.MultiWriter(out, h), struct{ io.Reader }{src}, *bp)
+	n, err := fsx.CopySparse(context.Background(), out, src, h)
 	if err != nil {
 		return fmt.Errorf("stage %s: %w", e.Path, err)
 	}

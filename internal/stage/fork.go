@@ -4,10 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
+
+	"github.com/wtx-dev/wtx/internal/fsx"
 )
 
 // Fork copies the stage directory src, which any backend made, to dst (which
@@ -111,7 +112,8 @@ func forkFile(src, dst string, perm fs.FileMode) (err error) {
 			err = cerr
 		}
 	}()
-	if _, err := io.Copy(out, in); err != nil {
+	// Data regions with the kernel's copy offload, holes left as holes.
+	if _, err := fsx.CopySparse(context.Background(), out, in, nil); err != nil {
 		return err
 	}
 	if err := copyXattrs(src, dst); err != nil && !errors.Is(err, ErrUnsupported) {
