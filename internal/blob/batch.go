@@ -44,7 +44,7 @@ func (b *Batch) Put(ctx context.Context, r io.Reader) (Digest, int64, error) {
 	}
 	tmp := f.Name()
 	h := NewHasher()
-	n, err := io.Copy(io.MultiWriter(f, h), ctxReader{ctx: ctx, r: r})
+	n, err := copyIn(ctx, f, r, h)
 	if err == nil {
 		err = f.Chmod(objectPerm)
 	}
@@ -93,15 +93,13 @@ func (b *Batch) Commit() (err error) {
 		}
 		dst := b.s.Path(p.d)
 		prefix := filepath.Dir(dst)
-		if fi, err := os.Lstat(dst); err == nil && fi.Mode().IsRegular() && fi.Size() == p.n {
-			os.Remove(p.tmp)
-		} else {
-			if err := b.s.ensurePrefixDir(prefix); err != nil {
-				return fmt.Errorf("commit blob %s: %w", p.d, err)
-			}
-			if err := os.Rename(p.tmp, dst); err != nil {
-				return fmt.Errorf("commit blob %s: %w", p.d, err)
-			}
+		// Replaced when it exists, as by Store.Put: damage heals and a
+		// reused object is young again.
+		if err := b.s.ensurePrefixDir(prefix); err != nil {
+			return fmt.Errorf("commit blob %s: %w", p.d, err)
+		}
+		if err := os.Rename(p.tmp, dst); err != nil {
+			return fmt.Errorf("commit blob %s: %w", p.d, err)
 		}
 		b.pending[i].tmp = ""
 		dirs[prefix] = true

@@ -13,7 +13,25 @@
 // An object is written once and never modified: [Store.Put] writes to a
 // temporary file, hashing while it writes, syncs it, and renames it into
 // place, so a reader never sees a partial object and an object that exists
-// survives power loss. Object files are read-only and private (mode 0400).
+// survives power loss. Object files are read-only and private (mode 0400). Storing
+// content that is already stored renames the fresh copy over the old file:
+// a damaged object heals, and the file's mtime says when its content was
+// last stored.
+//
+// # Verification
+//
+// Nothing read out of the store is trusted: [Store.ReadAll], [Store.CopyTo]
+// and [Store.NewReader] hash the content as they read it and fail with
+// [ErrCorrupt] when it does not hash to its name, so damaged bytes never
+// reach a caller as good content. [Store.Verify] checks one object and
+// [Store.Walk] lists them all, for a whole-store check.
+//
+// # Sparse files
+//
+// A regular file stored from its start keeps its holes: only its data
+// regions are written (SEEK_DATA/SEEK_HOLE), and [Store.CopyTo] writes them
+// back the same way. The digest is always over the logical content, holes
+// read as zeros.
 //
 // # Concurrency
 //

@@ -77,8 +77,11 @@ func (s *Store) path(op string, d Digest) (string, error) {
 
 // Put reads r to its end and stores its bytes, returning their digest and
 // length. Once Put returns without error the object survives power loss.
-// Storing content that is already stored is cheap and leaves the existing
-// object in place.
+// The new copy always replaces the object's file, atomically, even when it
+// exists: an object damaged on disk is healed by storing its content again,
+// and an object reused by a new write is as young as the write (see
+// [Store.Walk] and the grace period of a collector). When r is a regular
+// file read from its start, its holes stay holes in the object.
 //
 // Put stops with ctx's error if ctx is done before r is exhausted; nothing
 // is stored then.
@@ -100,7 +103,7 @@ func (s *Store) Put(ctx context.Context, r io.Reader) (d Digest, n int64, err er
 	}()
 
 	h := NewHasher()
-	if n, err = io.Copy(io.MultiWriter(f, h), ctxReader{ctx: ctx, r: r}); err != nil {
+	if n, err = copyIn(ctx, f, r, h); err != nil {
 		return "", 0, err
 	}
 	if err = f.Chmod(objectPerm); err != nil {
@@ -117,21 +120,11 @@ func (s *Store) Put(ctx context.Context, r io.Reader) (d Digest, n int64, err er
 	d = h.Digest()
 	dst := s.Path(d)
 	prefixDir := filepath.Dir(dst)
-	if fi, statErr := os.Lstat(dst); statErr == nil && fi.Mode().IsRegular() && fi.Size() == n {
-		// Already stored. Sync its directory anyway: the writer that
-		// renamed it there may not have done so yet.
-		if err = syncDir(prefixDir); err != nil {
-			return "", 0, err
-		}
-		if err = os.Remove(tmp); err != nil {
-			return "", 0, err
-		}
-		return d, n, nil
-	}
 	if err = s.ensurePrefixDir(prefixDir); err != nil {
 		return "", 0, err
 	}
-	// A damaged object of the wrong size is replaced here as well.
+	// An object already there is replaced: the fresh copy is known good
+	// (damage heals) and young (a collector's grace protects it).
 	if err = os.Rename(tmp, dst); err != nil {
 		return "", 0, err
 	}
@@ -204,8 +197,9 @@ func (s *Store) Open(d Digest) (*os.File, error) {
 	return f, nil
 }
 
-// ReadAll returns the content of the object d. Errors are as for
-// [Store.Open].
+// ReadAll returns the content of the object d, checked against d: content
+// that no longer hashes to d is an error wrapping [ErrCorrupt]. Other errors
+// are as for [Store.Open].
 func (s *Store) ReadAll(d Digest) ([]byte, error) {
 	p, err := s.path("read", d)
 	if err != nil {
@@ -215,7 +209,66 @@ func (s *Store) ReadAll(d Digest) ([]byte, error) {
 	if err != nil {
 		return nil, fmt.Errorf("read blob %s: %w", d, err)
 	}
+	if got := Sum(b); got != d {
+		return nil, corrupt("read", d, got)
+	}
 	return b, nil
+}
+
+// CopyTo copies the content of the object d into dst, a new empty file,
+// hashing it on the way, and returns its length. Holes of the object stay
+// holes in dst. Content that does not hash to d is an error wrapping
+// [ErrCorrupt]; dst then holds bytes that must not be used, and the caller
+// removes it. Other errors are as for [Store.Open].
+func (s *Store) CopyTo(ctx context.Context, dst *os.File, d Digest) (int64, error) {
+	src, err := s.Open(d)
+	if err != nil {
+		return 0, err
+	}
+	defer src.Close()
+	h := NewHasher()
+	n, err := fsx.CopySparse(ctx, dst, src, h)
+	if err != nil {
+		return n, fmt.Errorf("copy blob %s: %w", d, err)
+	}
+	if got := h.Digest(); got != d {
+		return n, corrupt("copy", d, got)
+	}
+	return n, nil
+}
+
+// NewReader returns a reader of the object d that checks the content against
+// d: at the end, content that no longer hashes to d gives an error wrapping
+// [ErrCorrupt] instead of io.EOF. Errors opening it are as for [Store.Open].
+func (s *Store) NewReader(d Digest) (io.ReadCloser, error) {
+	f, err := s.Open(d)
+	if err != nil {
+		return nil, err
+	}
+	return &verifier{f: f, d: d, h: NewHasher()}, nil
+}
+
+type verifier struct {
+	f *os.File
+	d Digest
+	h *Hasher
+}
+
+func (v *verifier) Read(p []byte) (int, error) {
+	n, err := v.f.Read(p)
+	v.h.Write(p[:n])
+	if err == io.EOF {
+		if got := v.h.Digest(); got != v.d {
+			return n, corrupt("read", v.d, got)
+		}
+	}
+	return n, err
+}
+
+func (v *verifier) Close() error { return v.f.Close() }
+
+func corrupt(op string, d, got Digest) error {
+	return fmt.Errorf("%s blob %s: its content hashes to %s: %w", op, d, got, ErrCorrupt)
 }
 
 // Verify re-reads the object d and returns an error wrapping [ErrCorrupt] if
@@ -231,7 +284,7 @@ func (s *Store) Verify(d Digest) error {
 		return fmt.Errorf("verify blob %s: %w", d, err)
 	}
 	if got := h.Digest(); got != d {
-		return fmt.Errorf("verify blob %s: content hashes to %s: %w", d, got, ErrCorrupt)
+		return corrupt("verify", d, got)
 	}
 	return nil
 }
@@ -316,6 +369,23 @@ func (s *Store) CleanTemp(cutoff time.Time) (int, error) {
 		removed++
 	}
 	return removed, nil
+}
+
+// copyIn copies r to its end into tmp, a new file, and into h. A regular
+// file read from its start is copied with its holes.
+func copyIn(ctx context.Context, tmp *os.File, r io.Reader, h io.Writer) (int64, error) {
+	if f, ok := r.(*os.File); ok {
+		if fi, err := f.Stat(); err == nil && fi.Mode().IsRegular() {
+			if pos, err := f.Seek(0, io.SeekCurrent); err == nil && pos == 0 {
+				n, err := fsx.CopySparse(ctx, tmp, f, h)
+				if err == nil {
+					_, err = f.Seek(n, io.SeekStart) // read to its end, as if by Read
+				}
+				return n, err
+			}
+		}
+	}
+	return io.Copy(io.MultiWriter(tmp, h), ctxReader{ctx: ctx, r: r})
 }
 
 // ctxReader stops reading once its context is done.

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"slices"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -163,8 +164,10 @@ func TestPutDedup(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !os.SameFile(fi1, fi2) {
-		t.Error("second Put replaced the existing object")
+	if os.SameFile(fi1, fi2) {
+		// A reused object is stored afresh: a damaged one heals and the
+		// grace period of a collector starts again.
+		t.Error("second Put left the existing object's file in place")
 	}
 	if n := objectCount(t, s); n != 1 {
 		t.Errorf("object count = %d, want 1", n)
@@ -257,10 +260,10 @@ func TestVerifyCatchesCorruption(t *testing.T) {
 		name    string
 		damaged []byte
 		// repaired says whether a later Put of the true content restores
-		// the object (it does when the size gives the damage away).
+		// the object: it always does, even when the size is right.
 		repaired bool
 	}{
-		{"flipped byte", []byte("hellO, world"), false},
+		{"flipped byte", []byte("hellO, world"), true},
 		{"truncated", []byte("hello"), true},
 		{"emptied", []byte{}, true},
 	}
@@ -517,4 +520,121 @@ func TestCleanTemp(t *testing.T) {
 			t.Errorf("%s removed: %v", filepath.Base(p), err)
 		}
 	}
+}
+
+// TestReadsCheckContent: every way of reading an object out of the store
+// checks it against its digest; a same-size damage is ErrCorrupt.
+func TestReadsCheckContent(t *testing.T) {
+	ctx := context.Background()
+	s := newStore(t)
+	content := []byte("hello, world")
+	d, err := s.PutBytes(ctx, content)
+	if err != nil {
+		t.Fatal(err)
+	}
+	check := func(want error) {
+		t.Helper()
+		if _, err := s.ReadAll(d); !errors.Is(err, want) && (want != nil || err != nil) {
+			t.Errorf("ReadAll: %v, want %v", err, want)
+		}
+		out, err := os.Create(filepath.Join(t.TempDir(), "out"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer out.Close()
+		if _, err := s.CopyTo(ctx, out, d); !errors.Is(err, want) && (want != nil || err != nil) {
+			t.Errorf("CopyTo: %v, want %v", err, want)
+		}
+		r, err := s.NewReader(d)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer r.Close()
+		if _, err := io.ReadAll(r); !errors.Is(err, want) && (want != nil || err != nil) {
+			t.Errorf("NewReader: %v, want %v", err, want)
+		}
+	}
+	check(nil)
+	damage(t, s, d, []byte("hellO, world"))
+	check(ErrCorrupt)
+	// A batch heals it as Put does.
+	b := s.NewBatch()
+	if _, _, err := b.Put(ctx, bytes.NewReader(content)); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	check(nil)
+}
+
+// TestPutKeepsHoles: a sparse file stored from its start keeps its holes in
+// the store, and CopyTo writes them back as holes; the digest is over the
+// logical content.
+func TestPutKeepsHoles(t *testing.T) {
+	ctx := context.Background()
+	s := newStore(t)
+	dir := t.TempDir()
+	const size = 64 << 20
+	src := filepath.Join(dir, "sparse")
+	f, err := os.Create(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WriteAt([]byte("head"), 0); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WriteAt([]byte("tail"), size-4); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	if blocks(t, src) > 1<<20 {
+		t.Skipf("this file system does not make holes (%d bytes allocated)", blocks(t, src))
+	}
+	want := make([]byte, size)
+	copy(want, "head")
+	copy(want[size-4:], "tail")
+	in, err := os.Open(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer in.Close()
+	d, n, err := s.Put(ctx, in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d != Sum(want) || n != size {
+		t.Fatalf("Put of a sparse file: %s, %d; want %s, %d", d, n, Sum(want), size)
+	}
+	if got := blocks(t, s.Path(d)); got > 1<<20 {
+		t.Errorf("the object of a sparse file takes %d bytes", got)
+	}
+	out, err := os.Create(filepath.Join(dir, "out"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer out.Close()
+	if _, err := s.CopyTo(ctx, out, d); err != nil {
+		t.Fatal(err)
+	}
+	if got := blocks(t, out.Name()); got > 1<<20 {
+		t.Errorf("the copy out of a sparse object takes %d bytes", got)
+	}
+	if got, err := os.ReadFile(out.Name()); err != nil || !bytes.Equal(got, want) {
+		t.Errorf("the copy out differs from the content (%v)", err)
+	}
+}
+
+// blocks is the disk space p takes, in bytes.
+func blocks(t *testing.T, p string) int64 {
+	t.Helper()
+	fi, err := os.Stat(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if !ok {
+		t.Skip("no block counts on this system")
+	}
+	return st.Blocks * 512
 }
