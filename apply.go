@@ -47,6 +47,10 @@ type ApplyResult struct {
 // makes that step fail.
 var testHookStep func(i int, st tree.Step) error
 
+// testHookStored, when set by a test, runs once the apply's blobs are
+// stored, before the journal is written.
+var testHookStored func()
+
 // tempPrefix starts the name of every temporary file wtx makes in a
 // workspace directory while it applies.
 const tempPrefix = stage.TempPrefix
@@ -195,6 +199,9 @@ func (s *Stage) Apply(ctx context.Context, opts ApplyOptions) (res *ApplyResult,
 		return nil, AsError(err)
 	}
 	committed = true
+	if testHookStored != nil {
+		testHookStored()
+	}
 	opID := newID("op", s.ws.now())
 	rec, err := s.opRecord(opID, cs, opts, res, todo, already)
 	if err != nil {
@@ -891,16 +898,13 @@ func (a *applier) makeTemp(d *fsx.Dir, st tree.Step, prefix string, durable bool
 		}
 		return tmp, nil
 	}
-	src, err := a.ws.blobs.Open(blob.Digest(st.New.Digest))
-	if err != nil {
-		return "", err
-	}
-	defer src.Close()
 	f, tmp, err := d.CreateTemp(prefix)
 	if err != nil {
 		return "", err
 	}
-	_, err = io.Copy(f, src)
+	// The content is checked against its digest as it is copied: a
+	// damaged blob never lands (the temporary file goes below).
+	_, err = a.ws.blobs.CopyTo(context.Background(), f, blob.Digest(st.New.Digest))
 	if err == nil {
 		err = f.Chmod(fs.FileMode(st.New.Perm))
 	}

@@ -6,6 +6,8 @@ import (
 	"io/fs"
 	"strings"
 	"syscall"
+
+	"github.com/wtx-dev/wtx/internal/blob"
 )
 
 // Error codes, as in the JSON "error.code" field. The part before the dot is
@@ -159,6 +161,8 @@ func AsError(err error) *Error {
 		code = CodeReadOnly
 	case errors.Is(err, fs.ErrPermission):
 		code = CodePermission
+	case errors.Is(err, blob.ErrCorrupt):
+		code = CodeCorrupt
 	case errors.Is(err, syscall.EIO):
 		code = CodeIO
 	default:
