@@ -121,11 +121,10 @@ func (s *Stage) Apply(ctx context.Context, opts ApplyOptions) (res *ApplyResult,
 			Message: fmt.Sprintf("the stage holds %d FIFO, socket or device file(s), which wtx never applies: %v; remove them in the stage or leave them out with --path", len(cs.Special), cs.Special)}
 	}
 	for i := range cs.changes {
-		err := fsx.ValidRel(cs.changes[i].Path)
-		if err == nil && reservedPath(cs.changes[i].Path) {
-			err = fmt.Errorf("%s: a name starting with %s is reserved for wtx's temporary files", cs.changes[i].Path, tempPrefix)
+		if reservedPath(cs.changes[i].Path) {
+			return nil, reservedApplyError(s.ID(), cs)
 		}
-		if err != nil {
+		if err := fsx.ValidRel(cs.changes[i].Path); err != nil {
 			return nil, &Error{Code: CodeBoundary, Message: err.Error(),
 				Conflicts: []Conflict{{Path: cs.changes[i].Path, Kind: "boundary", Detail: err.Error()}}}
 		}
@@ -451,17 +450,6 @@ func (a *applier) current(ctx context.Context, rel string, selected map[string]*
 		e.Target = t
 	}
 	return e, true, nil
-}
-
-// reservedPath reports whether a component of rel starts with the prefix
-// of wtx's temporary files, which recovery would take for its own.
-func reservedPath(rel string) bool {
-	for _, c := range strings.Split(rel, "/") {
-		if strings.HasPrefix(c, tempPrefix) {
-			return true
-		}
-	}
-	return false
 }
 
 // gitPath reports whether rel is or lies under a ".git" directory, in any

@@ -99,6 +99,9 @@ func ParseBatch(r io.Reader) ([]BatchItem, error) {
 // nothing: if any item fails, or the apply is refused, the stage is dropped
 // and the workspace is untouched; the error is the first failure's.
 func (w *Workspace) Batch(ctx context.Context, items []BatchItem, begin BeginOptions, apply ApplyOptions) (*BatchResult, error) {
+	if err := checkBatch(items, begin); err != nil {
+		return nil, err
+	}
 	st, err := w.Begin(ctx, begin)
 	if err != nil {
 		return nil, err

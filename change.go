@@ -79,6 +79,9 @@ type ChangeSet struct {
 	// Special lists paths in the view that hold FIFOs, sockets or devices,
 	// which are never applied.
 	Special []string
+	// LeftOut lists what a command wrote under the stage's exclude
+	// selectors: never part of the change set, never applied (I-008).
+	LeftOut []LeftOut
 
 	changes []tree.Change // the selection
 	all     []tree.Change // the whole change set
@@ -130,6 +133,7 @@ func (s *Stage) Changes(ctx context.Context, paths []string) (*ChangeSet, error)
 	all := tree.Compare(m.Entries, entries)
 	cs := newChangeSet(tree.Select(all, sels), m, entries, special)
 	cs.all = all
+	cs.LeftOut = leftOutOf(v)
 	return cs, nil
 }
 

@@ -29,28 +29,32 @@ type Refusal struct {
 // Receipt is the durable record of a run or an apply. Digest covers every
 // other field; a receipt that lost or changed any of them no longer matches.
 type Receipt struct {
-	SchemaVersion    int       `json:"schema_version"`
-	ID               string    `json:"id"`
-	Kind             string    `json:"kind"` // "run" or "apply"
-	Workspace        string    `json:"workspace"`
-	Tx               string    `json:"tx"`
-	OpID             string    `json:"op_id"`
-	CreatedAt        time.Time `json:"created_at"`
-	Backend          string    `json:"backend"`
-	Command          []string  `json:"command"`
-	ExitCode         *int      `json:"exit_code"`
-	BaseDigest       string    `json:"base_digest"`
-	ResultDigest     string    `json:"result_digest"`
-	ChangesetDigest  string    `json:"changeset_digest"`
-	Counts           Counts    `json:"counts"`
-	Paths            []string  `json:"paths"`
-	Refusal          *Refusal  `json:"refusal"`
-	Exclusions       int       `json:"exclusions"`
-	Protections      int       `json:"protections"`
-	ProtectedPaths   int       `json:"protected_paths"`
-	Approved         bool      `json:"approved"`
-	NotTransactional []string  `json:"not_transactional"`
-	Digest           string    `json:"digest"`
+	SchemaVersion   int       `json:"schema_version"`
+	ID              string    `json:"id"`
+	Kind            string    `json:"kind"` // "run" or "apply"
+	Workspace       string    `json:"workspace"`
+	Tx              string    `json:"tx"`
+	OpID            string    `json:"op_id"`
+	CreatedAt       time.Time `json:"created_at"`
+	Backend         string    `json:"backend"`
+	Command         []string  `json:"command"`
+	ExitCode        *int      `json:"exit_code"`
+	BaseDigest      string    `json:"base_digest"`
+	ResultDigest    string    `json:"result_digest"`
+	ChangesetDigest string    `json:"changeset_digest"`
+	Counts          Counts    `json:"counts"`
+	Paths           []string  `json:"paths"`
+	Refusal         *Refusal  `json:"refusal"`
+	Exclusions      int       `json:"exclusions"`
+	// LeftOut counts the paths a command wrote under an exclude selector
+	// (topmost only: a directory counts once); LeftOutPaths names them.
+	LeftOut          int      `json:"left_out,omitempty"`
+	LeftOutPaths     []string `json:"left_out_paths,omitempty"`
+	Protections      int      `json:"protections"`
+	ProtectedPaths   int      `json:"protected_paths"`
+	Approved         bool     `json:"approved"`
+	NotTransactional []string `json:"not_transactional"`
+	Digest           string   `json:"digest"`
 }
 
 // ComputeDigest returns the digest of r's fields other than Digest.
@@ -88,6 +92,10 @@ func (s *Stage) newReceipt(kind string, cs *ChangeSet) Receipt {
 	}
 	if cs != nil {
 		r.ChangesetDigest, r.Counts = cs.Digest, cs.Counts
+		r.LeftOut = len(cs.LeftOut)
+		for _, l := range cs.LeftOut {
+			r.LeftOutPaths = append(r.LeftOutPaths, l.Path)
+		}
 		if cs.base != nil {
 			r.BaseDigest = tree.Digest(cs.base.Entries)
 			r.ResultDigest = r.BaseDigest

@@ -140,7 +140,7 @@ func (s *Stage) lockedFileOps(ctx context.Context) (stage.View, stage.FileOps, f
 // read set: if the workspace's copy changes before apply, the apply is
 // refused (refusal.stale-read). Reading again refreshes the record.
 func (s *Stage) Read(ctx context.Context, path string) (*FileResult, error) {
-	if err := validOpPath(path); err != nil {
+	if err := s.checkOpPath(path); err != nil {
 		return nil, err
 	}
 	v, fo, release, err := s.lockedFileOps(ctx)
@@ -236,7 +236,7 @@ func matchLines(content []byte, old string) string {
 // content (and whether the file exists) and returns the new content (nil
 // with no error for a deletion).
 func (s *Stage) change(ctx context.Context, path string, op TxOp, expectHash string, compute func([]byte, bool) ([]byte, error), perm fs.FileMode) (*FileResult, error) {
-	if err := validOpPath(path); err != nil {
+	if err := s.checkOpPath(path); err != nil {
 		return nil, err
 	}
 	v, fo, release, err := s.lockedFileOps(ctx)

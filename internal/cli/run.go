@@ -105,7 +105,7 @@ func runRun(ctx context.Context, g *globals, begin wtx.BeginOptions, tx string, 
 	fields := map[string]any{
 		"tx": st.ID(), "exit_code": res.ExitCode, "backend": st.Backend(),
 		"changes": res.Changes.Changes, "counts": res.Changes.Counts, "changeset_digest": res.Changes.Digest,
-		"special": orEmpty(res.Changes.Special), "receipt": res.Receipt,
+		"special": orEmpty(res.Changes.Special), "left_out": res.Changes.LeftOut, "receipt": res.Receipt,
 		"not_transactional": res.Receipt.NotTransactional,
 	}
 	if res.Signal != "" {
@@ -184,11 +184,12 @@ func printRunSummary(g *globals, st *wtx.Stage, res *wtx.RunResult) {
 			fmt.Fprintf(w, "  … and %d more (wtx status %s)\n", len(res.Changes.Changes)-maxShown, st.ID())
 			break
 		}
-		fmt.Fprintf(w, "  %s %s\n", actionLetter(ch), displayPath(ch))
+		fmt.Fprintf(w, "  %s %s%s\n", actionLetter(ch), displayPath(ch), reservedNote(ch.Path))
 	}
 	for _, p := range res.Changes.Special {
 		fmt.Fprintf(w, "  ! %s (FIFO, socket or device: never applied)\n", p)
 	}
+	printLeftOut(g, res.Changes)
 	fmt.Fprintf(w, "wtx: not transactional: %s\n", joinList(res.Receipt.NotTransactional))
 	if len(res.Changes.Changes) > 0 {
 		fmt.Fprintf(w, "wtx: review with 'wtx diff %s', then 'wtx apply %s' or 'wtx drop %s'\n", st.ID(), st.ID(), st.ID())

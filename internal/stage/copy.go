@@ -275,6 +275,7 @@ func attachCopy(workspace, dir string) (*copyView, error) {
 
 type copyView struct {
 	root string
+	leftOutSet
 }
 
 func (v *copyView) Root() string { return v.root }
@@ -301,13 +302,17 @@ func (v *copyView) Readlink(rel string) (string, error) {
 
 // Scan walks the view and hashes only the files whose stat tuple moved.
 func (v *copyView) Scan(ctx context.Context, base *tree.Manifest, exclude tree.Selectors) ([]tree.Entry, error) {
-	return scanTree(ctx, v.root, base, exclude, true)
+	return scanTree(ctx, v.root, base, exclude, true, &v.leftOutSet)
 }
 
 // scanTree lists the tree at dir. When viewTuples is set, a file whose
 // stat tuple equals the base entry's View tuple (and is not racy) takes the
 // base digest; otherwise it is hashed.
-func scanTree(ctx context.Context, dir string, base *tree.Manifest, exclude tree.Selectors, viewTuples bool) ([]tree.Entry, error) {
+//
+// The view holds nothing the exclude selectors cover when it is made, so
+// whatever they cover in it now a command wrote: it is left out, and
+// recorded in leftOut.
+func scanTree(ctx context.Context, dir string, base *tree.Manifest, exclude tree.Selectors, viewTuples bool, leftOut *leftOutSet) ([]tree.Entry, error) {
 	root, err := fsx.OpenRoot(dir)
 	if err != nil {
 		return nil, err
@@ -315,7 +320,8 @@ func scanTree(ctx context.Context, dir string, base *tree.Manifest, exclude tree
 	defer root.Close()
 	var entries []*tree.Entry
 	pool := newDigestPool("scan")
-	werr := walk(ctx, root, exclude, func(rel string, d *fsx.Dir, name string, st fsx.Stat) error {
+	leftOut.reset()
+	werr := walkView(ctx, root, exclude, leftOut.excludedVisit(), func(rel string, d *fsx.Dir, name string, st fsx.Stat) error {
 		if pool.failed() {
 			return errStopWalk
 		}

@@ -190,6 +190,7 @@ type overlayView struct {
 	dir    string
 	cfg    overlayConfig
 	hidden tree.Selectors // excluded and shared: never part of the view's surface
+	leftOutSet
 }
 
 func (v *overlayView) upper() string { return filepath.Join(v.dir, upperName) }
@@ -299,8 +300,12 @@ type upperNode struct {
 // opaque directories delete, files in the upper directory are hashed.
 func (v *overlayView) Scan(ctx context.Context, base *tree.Manifest, exclude tree.Selectors) ([]tree.Entry, error) {
 	hide := append(append(tree.Selectors(nil), exclude...), v.hidden...)
-	nodes, err := v.readUpper(ctx, hide)
+	v.leftOutSet.reset()
+	nodes, err := v.readUpper(ctx, hide, v.excludedWrite(exclude))
 	if err != nil {
+		return nil, err
+	}
+	if err := v.excludedDirWrites(); err != nil {
 		return nil, err
 	}
 	// Base paths beneath a whiteout, an opaque directory or a path that is
@@ -348,7 +353,8 @@ func (v *overlayView) Scan(ctx context.Context, base *tree.Manifest, exclude tre
 }
 
 // readUpper walks the upper directory and hashes the files in it.
-func (v *overlayView) readUpper(ctx context.Context, hide tree.Selectors) (map[string]*upperNode, error) {
+// Paths hide covers are skipped; excluded, if set, is given each of them.
+func (v *overlayView) readUpper(ctx context.Context, hide tree.Selectors, excluded visitFunc) (map[string]*upperNode, error) {
 	root, err := fsx.OpenRoot(v.upper())
 	if err != nil {
 		return nil, err
@@ -356,7 +362,7 @@ func (v *overlayView) readUpper(ctx context.Context, hide tree.Selectors) (map[s
 	defer root.Close()
 	nodes := map[string]*upperNode{}
 	pool := newDigestPool("scan")
-	werr := walk(ctx, root, hide, func(rel string, d *fsx.Dir, name string, st fsx.Stat) error {
+	werr := walkView(ctx, root, hide, excluded, func(rel string, d *fsx.Dir, name string, st fsx.Stat) error {
 		if pool.failed() {
 			return errStopWalk
 		}

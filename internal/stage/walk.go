@@ -24,17 +24,37 @@ type visitFunc func(rel string, d *fsx.Dir, name string, st fsx.Stat) error
 
 // walk visits the tree under root depth first, parents before children,
 // never following a symlink. Excluded paths and everything beneath them are
-// skipped.
+// skipped, and so are names under wtx's reserved prefix (an apply's
+// temporary files, which recovery owns): walk is for the workspace.
 func walk(ctx context.Context, root *fsx.Root, exclude tree.Selectors, visit visitFunc) error {
+	return walkTree(ctx, root, &walkOpts{exclude: exclude}, visit)
+}
+
+// walkView is walk for a stage's view, where every name is the command's
+// own: names under the reserved prefix are visited (the change set shows
+// them, and apply refuses them), and each path the exclude selectors cover
+// is passed to excluded, if set, instead of being skipped silently (nothing
+// beneath it is read).
+func walkView(ctx context.Context, root *fsx.Root, exclude tree.Selectors, excluded visitFunc, visit visitFunc) error {
+	return walkTree(ctx, root, &walkOpts{exclude: exclude, keepReserved: true, excluded: excluded}, visit)
+}
+
+type walkOpts struct {
+	exclude      tree.Selectors
+	keepReserved bool
+	excluded     visitFunc
+}
+
+func walkTree(ctx context.Context, root *fsx.Root, o *walkOpts, visit visitFunc) error {
 	d, err := root.OpenDir(".")
 	if err != nil {
 		return err
 	}
 	defer d.Close()
-	return walkDir(ctx, d, "", exclude, visit)
+	return walkDir(ctx, d, "", o, visit)
 }
 
-func walkDir(ctx context.Context, d *fsx.Dir, prefix string, exclude tree.Selectors, visit visitFunc) error {
+func walkDir(ctx context.Context, d *fsx.Dir, prefix string, o *walkOpts, visit visitFunc) error {
 	names, err := d.ReadDir()
 	if err != nil {
 		return err
@@ -44,10 +64,19 @@ func walkDir(ctx context.Context, d *fsx.Dir, prefix string, exclude tree.Select
 			return err
 		}
 		rel := prefix + name
-		if strings.HasPrefix(name, TempPrefix) {
+		if !o.keepReserved && strings.HasPrefix(name, TempPrefix) {
 			continue // an apply's temporary name: recovery's, never part of a surface
 		}
-		if exclude.Match(rel) {
+		if o.exclude.Match(rel) {
+			if o.excluded != nil {
+				st, err := d.Lstat(name)
+				if err != nil {
+					return err
+				}
+				if err := o.excluded(rel, d, name, st); err != nil {
+					return err
+				}
+			}
 			continue
 		}
 		st, err := d.Lstat(name)
@@ -62,7 +91,7 @@ func walkDir(ctx context.Context, d *fsx.Dir, prefix string, exclude tree.Select
 			if err != nil {
 				return err
 			}
-			err = walkDir(ctx, child, rel+"/", exclude, visit)
+			err = walkDir(ctx, child, rel+"/", o, visit)
 			child.Close()
 			if err != nil {
 				return err

@@ -28,8 +28,8 @@ import (
 //     is staged and applied like anything else but protected by default:
 //     an apply touching it is refused (refusal.protected) unless approved.
 //   - the temporary prefix .wtx-tmp- is reserved: a staged name starting
-//     with it is never staged nor applied (and an apply whose change set
-//     held one would refuse it with refusal.boundary).
+//     with it shows in the change set but is never applied (an apply whose
+//     selection holds one is refused with usage.reserved-name).
 //   - setuid, setgid and sticky bits are never carried into the workspace.
 //   - hard-linked stage files are applied as independent files; a mode-only
 //     change of a workspace file with other hard links is refused
@@ -187,7 +187,7 @@ func hardeningCases() []hcase {
 	// B. Reserved names.
 	for _, p := range []string{".wtx-tmp-evil", "dir/.wtx-tmp-x", ".wtx-tmp-abc-0-l"} {
 		p := p
-		cs = append(cs, hcase{class: "B", name: "temp prefix " + p, stage: writeView(p, "x\n", 0o644),
+		cs = append(cs, hcase{class: "B", name: "temp prefix " + p, stage: writeView(p, "x\n", 0o644), want: wtx.CodeReserved,
 			check: func(t *testing.T, e *env, view string) {
 				if _, err := os.Lstat(e.wsPath(p)); err == nil {
 					t.Errorf("%s was applied", p)

@@ -1,0 +1,40 @@
+package cli
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/wtx-dev/wtx"
+)
+
+// printLeftOut says what a command wrote under --exclude selectors: those
+// paths are not in the change set and no apply writes them.
+func printLeftOut(g *globals, cs *wtx.ChangeSet) {
+	if g.quiet || len(cs.LeftOut) == 0 {
+		return
+	}
+	w := g.io.Err
+	fmt.Fprintf(w, "wtx: left out by --exclude (not in the change set, never applied): %d path(s)\n", len(cs.LeftOut))
+	const maxShown = 20
+	for i, l := range cs.LeftOut {
+		if i == maxShown {
+			fmt.Fprintf(w, "  … and %d more\n", len(cs.LeftOut)-maxShown)
+			break
+		}
+		p := l.Path
+		if l.Type == "dir" {
+			p += "/"
+		}
+		fmt.Fprintf(w, "  x %s\n", p)
+	}
+}
+
+// reservedNote marks a change whose name wtx keeps for its temporary files.
+func reservedNote(p string) string {
+	for _, c := range strings.Split(p, "/") {
+		if strings.HasPrefix(c, ".wtx-tmp-") {
+			return " (reserved name: never applied)"
+		}
+	}
+	return ""
+}
