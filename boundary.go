@@ -1,10 +1,12 @@
 package wtx
 
 import (
+	"encoding/json"
 	"fmt"
 	"strings"
 
 	"github.com/wtx-dev/wtx/internal/failpoint"
+	"github.com/wtx-dev/wtx/internal/jsonname"
 	"github.com/wtx-dev/wtx/internal/stage"
 	"github.com/wtx-dev/wtx/internal/tree"
 )
@@ -124,6 +126,16 @@ func reservedApplyError(tx string, cs *ChangeSet) *Error {
 type LeftOut struct {
 	Path string `json:"path"`
 	Type string `json:"type"` // "dir", or "file" for anything else
+}
+
+// MarshalJSON writes the path byte-safely: "path" and, for a name that is
+// not valid UTF-8, "path_b64".
+func (l LeftOut) MarshalJSON() ([]byte, error) {
+	return json.Marshal(struct {
+		Path    string `json:"path"`
+		PathB64 string `json:"path_b64,omitempty"`
+		Type    string `json:"type"`
+	}{jsonname.Text(l.Path), jsonname.B64(l.Path), l.Type})
 }
 
 // leftOutOf returns what the view's last scan left out by exclusion.

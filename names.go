@@ -343,6 +343,9 @@ type receiptJSON struct {
 	PathsB64         []string  `json:"paths_b64,omitempty"`
 	Refusal          *Refusal  `json:"refusal"`
 	Exclusions       int       `json:"exclusions"`
+	LeftOut          int       `json:"left_out,omitempty"`
+	LeftOutPaths     []string  `json:"left_out_paths,omitempty"`
+	LeftOutPathsB64  []string  `json:"left_out_paths_b64,omitempty"`
 	Protections      int       `json:"protections"`
 	ProtectedPaths   int       `json:"protected_paths"`
 	Approved         bool      `json:"approved"`
@@ -353,7 +356,8 @@ type receiptJSON struct {
 func (r Receipt) toJSON() receiptJSON {
 	return receiptJSON{r.SchemaVersion, r.ID, r.Kind, jsonname.Text(r.Workspace), jsonname.B64(r.Workspace), r.Tx, r.OpID, r.CreatedAt,
 		r.Backend, jsonname.Texts(r.Command), jsonname.B64s(r.Command), r.ExitCode, r.BaseDigest, r.ResultDigest, r.ChangesetDigest,
-		r.Counts, jsonname.Texts(r.Paths), jsonname.B64s(r.Paths), r.Refusal, r.Exclusions, r.Protections, r.ProtectedPaths,
+		r.Counts, jsonname.Texts(r.Paths), jsonname.B64s(r.Paths), r.Refusal, r.Exclusions,
+		r.LeftOut, jsonname.Texts(r.LeftOutPaths), jsonname.B64s(r.LeftOutPaths), r.Protections, r.ProtectedPaths,
 		r.Approved, r.NotTransactional, r.Digest}
 }
 
@@ -370,8 +374,12 @@ func (j receiptJSON) receipt() (Receipt, error) {
 	if err != nil {
 		return Receipt{}, fmt.Errorf("paths: %w", err)
 	}
+	leftOut, err := jsonname.Names(j.LeftOutPaths, j.LeftOutPathsB64)
+	if err != nil {
+		return Receipt{}, fmt.Errorf("left_out_paths: %w", err)
+	}
 	return Receipt{j.SchemaVersion, j.ID, j.Kind, ws, j.Tx, j.OpID, j.CreatedAt, j.Backend, cmd, j.ExitCode,
-		j.BaseDigest, j.ResultDigest, j.ChangesetDigest, j.Counts, paths, j.Refusal, j.Exclusions, j.Protections,
+		j.BaseDigest, j.ResultDigest, j.ChangesetDigest, j.Counts, paths, j.Refusal, j.Exclusions, j.LeftOut, leftOut, j.Protections,
 		j.ProtectedPaths, j.Approved, j.NotTransactional, j.Digest}, nil
 }
 
