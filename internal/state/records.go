@@ -14,6 +14,7 @@ const (
 	StageOpen    = "open"
 	StageApplied = "applied"
 	StageDropped = "dropped"
+	StageEmpty   = "empty" // settled with an empty change set
 )
 
 // Op kinds.
@@ -42,7 +43,7 @@ type Stage struct {
 	WorkspaceID string
 	Name        string // "" when the stage has no name
 	Backend     string
-	State       string // StageOpen, StageApplied or StageDropped
+	State       string // StageOpen, StageApplied, StageDropped or StageEmpty
 	BaseDigest  string // "" until known
 	Config      json.RawMessage
 	CreatedAt   time.Time
@@ -168,7 +169,7 @@ func checkStage(s Stage) error {
 		return errors.New("created time is required")
 	}
 	switch s.State {
-	case StageOpen, StageApplied, StageDropped:
+	case StageOpen, StageApplied, StageDropped, StageEmpty:
 	default:
 		return fmt.Errorf("unknown stage state %q", s.State)
 	}
@@ -206,7 +207,7 @@ func (q *queries) InsertStage(ctx context.Context, s Stage) error {
 // wraps [ErrNotFound]; if the name is taken, [ErrNameTaken].
 func (q *queries) UpdateStage(ctx context.Context, s Stage) error {
 	switch s.State {
-	case StageOpen, StageApplied, StageDropped:
+	case StageOpen, StageApplied, StageDropped, StageEmpty:
 	default:
 		return fmt.Errorf("update stage %s: unknown stage state %q", s.ID, s.State)
 	}

@@ -69,6 +69,25 @@ func (q *queries) ListTxOps(ctx context.Context, stageID string) ([]TxOp, error)
 	})
 }
 
+// UpdateTxOpBody replaces the body of op seq of the stage. If there is no
+// such op, the error wraps [ErrNotFound].
+func (q *queries) UpdateTxOpBody(ctx context.Context, stageID string, seq int, body json.RawMessage) error {
+	b, err := jsonArg("body", body)
+	if err != nil || b == nil {
+		return fmt.Errorf("update op %d of %s: body is required: %v", seq, stageID, err)
+	}
+	res, err := q.q.ExecContext(ctx, "UPDATE tx_ops SET body = ? WHERE stage_id = ? AND seq = ?", b, stageID, seq)
+	if err != nil {
+		return fmt.Errorf("update op %d of %s: %w", seq, stageID, classify(err))
+	}
+	if n, err := res.RowsAffected(); err != nil {
+		return fmt.Errorf("update op %d of %s: %w", seq, stageID, err)
+	} else if n == 0 {
+		return fmt.Errorf("update op %d of %s: %w", seq, stageID, ErrNotFound)
+	}
+	return nil
+}
+
 // DeleteTxOpsFrom removes op seq and every later op of the stage, and the
 // reads they recorded.
 func (q *queries) DeleteTxOpsFrom(ctx context.Context, stageID string, seq int) error {
