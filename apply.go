@@ -67,29 +67,49 @@ const tempPrefix = stage.TempPrefix
 // hold their staged state are left alone, so applying again is a no-op.
 // With opts.Hunks, a text file lands with only its chosen hunks; the rest of
 // it stays staged.
+//
+// A stage that a run holds is refused (refusal.stage-busy). A stage whose
+// whole change set is empty settles as StateEmpty.
 func (s *Stage) Apply(ctx context.Context, opts ApplyOptions) (res *ApplyResult, err error) {
 	if _, err := parsePaths(opts.Paths); err != nil {
 		return nil, err
 	}
-	if s.row.State == StateDropped {
-		return nil, s.checkUsable()
+	if res, done, err := s.applySettled(); done {
+		return res, err
 	}
-	if s.row.State == StateApplied {
-		return &ApplyResult{ChangesetDigest: tree.ChangesetDigest(nil), Settled: true}, nil
+	release, err := s.holdShared(ctx, "apply")
+	if err != nil {
+		return nil, err
 	}
+	defer release()
 	unlock, err := s.ws.lock(ctx)
 	if err != nil {
 		return nil, err
 	}
 	defer unlock()
 	// Another process may have settled or dropped the stage meanwhile.
-	if row, err := s.ws.db.GetStage(ctx, s.ID()); err == nil {
-		s.row = row
-		if row.State != StateOpen {
-			unlock()
-			return s.Apply(ctx, opts)
+	if err := s.reload(ctx); err == nil {
+		if res, done, err := s.applySettled(); done {
+			return res, err
 		}
 	}
+	return s.apply(ctx, opts)
+}
+
+// applySettled answers an apply of a settled stage: a dropped one is
+// refused, an applied or empty one has nothing left to apply.
+func (s *Stage) applySettled() (*ApplyResult, bool, error) {
+	switch s.row.State {
+	case StateDropped:
+		return nil, true, s.checkUsable()
+	case StateApplied, StateEmpty:
+		return &ApplyResult{ChangesetDigest: tree.ChangesetDigest(nil), Settled: true}, true, nil
+	}
+	return nil, false, nil
+}
+
+// apply is Apply on an open stage, with the busy and workspace locks held.
+func (s *Stage) apply(ctx context.Context, opts ApplyOptions) (res *ApplyResult, err error) {
 	cs, err := s.Changes(ctx, opts.Paths)
 	if err != nil {
 		return nil, err
@@ -144,6 +164,18 @@ func (s *Stage) Apply(ctx context.Context, opts ApplyOptions) (res *ApplyResult,
 		}
 	}
 	if len(cs.changes) == 0 {
+		if len(opts.Paths) == 0 && len(opts.Hunks) == 0 && !opts.DryRun && len(cs.all) == 0 && len(cs.Special) == 0 {
+			// Nothing is staged at all: the stage settles. One whose
+			// earlier applies landed everything is applied, else empty.
+			state := StateEmpty
+			if len(s.cfg.Ops) > 0 {
+				state = StateApplied
+			}
+			if err := s.settle(ctx, state); err != nil {
+				return nil, err
+			}
+			res.Settled = true
+		}
 		return res, nil
 	}
 	root, err := fsx.OpenRoot(s.ws.path)

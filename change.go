@@ -99,7 +99,7 @@ func (s *Stage) Changes(ctx context.Context, paths []string) (*ChangeSet, error)
 	if s.row.State == StateDropped {
 		return nil, s.checkUsable()
 	}
-	if s.row.State == StateApplied {
+	if s.row.State == StateApplied || s.row.State == StateEmpty {
 		// wtx gc may have removed a settled stage's directory.
 		m, err := s.manifest()
 		if err != nil {

@@ -26,6 +26,14 @@ func (s *Stage) Fork(ctx context.Context, opts ForkOptions) (*Stage, error) {
 	if opts.Name != "" && (!nameRE.MatchString(opts.Name) || (len(opts.Name) > 3 && opts.Name[:3] == "tx-")) {
 		return nil, errorf(CodeUsage, "stage name %q: use 1-64 letters, digits, '.', '_' or '-', not starting with 'tx-'", opts.Name)
 	}
+	if err := s.checkUsable(); err != nil {
+		return nil, err
+	}
+	release, err := s.holdShared(ctx, "fork")
+	if err != nil {
+		return nil, err
+	}
+	defer release()
 	unlock, err := s.ws.lock(ctx)
 	if err != nil {
 		return nil, err

@@ -29,7 +29,7 @@ type RebaseResult struct {
 // write, a removal, an op with an expected hash, a command run — makes the
 // rebase fail, and then the stage is left exactly as it was.
 func (s *Stage) Rebase(ctx context.Context, merge bool) (*RebaseResult, error) {
-	v, fo, release, err := s.lockedFileOps(ctx)
+	v, fo, release, err := s.lockedFileOps(ctx, "rebase")
 	if err != nil {
 		return nil, err
 	}

@@ -27,6 +27,10 @@ type RunOptions struct {
 	// ReadOnly and NoNetwork confine the command (overlay backend only):
 	// the view is read-only; the network is loopback only.
 	ReadOnly, NoNetwork bool
+	// SettleEmpty settles the stage as StateEmpty when the command leaves
+	// its change set empty (L-004). Leave it unset for a stage that is
+	// meant to live on (one opened with Begin for several steps).
+	SettleEmpty bool
 }
 
 // RunResult reports a command run in a stage.
@@ -39,6 +43,8 @@ type RunResult struct {
 	Changes *ChangeSet
 	// Receipt records the run.
 	Receipt *Receipt
+	// Settled is set when the run settled the stage as StateEmpty.
+	Settled bool
 }
 
 // LookCommand checks that name can be run in a stage of workspace: a name
@@ -80,9 +86,27 @@ func LookCommand(workspace, name string) error {
 // run receipt with the change set it left. A command that cannot be started
 // gives an *Error (not-found.command or precondition.command-not-executable);
 // a command that ran and failed is not an error: see RunResult.ExitCode.
+//
+// The run holds the stage's busy lock from before the command starts until
+// its receipt is stored: meanwhile the stage is running, and applies, drops,
+// per-file ops and other runs on it are refused (refusal.stage-busy). The
+// run is recorded (as an op of the stage) before the command starts; a wtx
+// killed during it leaves that op unfinished, and the next command that
+// finds the stage free marks it interrupted.
 func (s *Stage) Run(ctx context.Context, argv []string, opts RunOptions) (*RunResult, error) {
 	if len(argv) == 0 {
 		return nil, errorf(CodeUsage, "no command given")
+	}
+	if err := s.checkUsable(); err != nil {
+		return nil, err
+	}
+	hold, err := s.holdRun(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer hold.Close()
+	if err := s.reload(ctx); err != nil {
+		return nil, err
 	}
 	if err := s.checkUsable(); err != nil {
 		return nil, err
@@ -100,12 +124,25 @@ func (s *Stage) Run(ctx context.Context, argv []string, opts RunOptions) (*RunRe
 			cmd.Path = p
 		}
 	}
-	if err := v.Prepare(cmd, stage.RunOptions{ReadOnly: opts.ReadOnly, NoNetwork: opts.NoNetwork}); err != nil {
+	if err := v.Prepare(cmd, stage.RunOptions{ReadOnly: opts.ReadOnly, NoNetwork: opts.NoNetwork, Hold: hold}); err != nil {
 		v.Close()
 		return nil, stagingError(err)
 	}
+	// The run is an op of the stage too: drop-op and rebase must know a
+	// command changed it (what it changed is not recorded path by path).
+	// It is recorded before the command starts, so that a killed wtx
+	// leaves a trace of it.
+	op := TxOp{Kind: "run", Argv: append([]string(nil), argv...), Files: []TxFile{}, Status: RunRunning, Created: s.ws.now().UTC()}
+	var rec FileResult
+	if err := s.recordTxOp(ctx, op, &rec, nil); err != nil {
+		v.Close()
+		return nil, err
+	}
 	if err := cmd.Start(); err != nil {
 		v.Close()
+		// Nothing ran: the op goes again. A failure to remove it leaves an
+		// op that the next command marks interrupted, which is true enough.
+		_ = s.ws.db.DeleteTxOpsFrom(ctx, s.ID(), rec.TxOp) // see above
 		switch {
 		case errors.Is(err, exec.ErrNotFound), errors.Is(err, fs.ErrNotExist):
 			return nil, &Error{Code: CodeCommandNotFound, Message: fmt.Sprintf("command %q not found", argv[0]), Err: err}
@@ -145,9 +182,7 @@ func (s *Stage) Run(ctx context.Context, argv []string, opts RunOptions) (*RunRe
 		return nil, err
 	}
 	res.Changes = cs
-	// The run is an op of the stage too: drop-op and rebase must know a
-	// command changed it (what it changed is not recorded path by path).
-	if err := s.recordTxOp(ctx, TxOp{Kind: "run", Argv: append([]string(nil), argv...), Files: []TxFile{}}, nil, nil); err != nil {
+	if err := s.setRunStatus(ctx, rec.TxOp, op, RunDone); err != nil {
 		return nil, err
 	}
 	r := s.newReceipt("run", cs)
@@ -165,5 +200,32 @@ func (s *Stage) Run(ctx context.Context, argv []string, opts RunOptions) (*RunRe
 		return nil, err
 	}
 	res.Receipt = &r
+	if opts.SettleEmpty && len(cs.all) == 0 && len(cs.Special) == 0 && len(s.cfg.Ops) == 0 {
+		if err := s.settleEmpty(ctx); err != nil {
+			return nil, err
+		}
+		res.Settled = s.row.State == StateEmpty
+	}
 	return res, nil
+}
+
+// settleEmpty settles an open stage with an empty change set as
+// StateEmpty and removes its directory (there is nothing in it to keep).
+func (s *Stage) settleEmpty(ctx context.Context) error {
+	unlock, err := s.ws.lock(ctx)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	if err := s.reload(ctx); err != nil {
+		return err
+	}
+	if s.row.State != StateOpen {
+		return nil
+	}
+	if err := s.settle(ctx, StateEmpty); err != nil {
+		return err
+	}
+	removeStageDir(s.ws.stageDir(s.ID()))
+	return nil
 }

@@ -22,7 +22,13 @@ const (
 	StateOpen    = "open"    // commands may run in it and it may be applied
 	StateApplied = "applied" // its whole change set landed; it is settled
 	StateDropped = "dropped" // discarded; it can never be applied
+	// StateEmpty: a run or an apply found its change set empty; it is
+	// settled with nothing to apply.
+	StateEmpty = "empty"
 )
+
+// Settled reports whether state is final: applied, dropped or empty.
+func Settled(state string) bool { return state != StateOpen }
 
 // BackendSkip says why a faster backend was not used for a stage.
 type BackendSkip struct {
@@ -74,7 +80,8 @@ func (s *Stage) ID() string { return s.row.ID }
 // Name is the stage's name, or "".
 func (s *Stage) Name() string { return s.row.Name }
 
-// State is StateOpen, StateApplied or StateDropped.
+// State is StateOpen, StateApplied, StateDropped or StateEmpty. Whether a
+// run holds the stage is not a state: see Running.
 func (s *Stage) State() string { return s.row.State }
 
 // Backend names the staging backend.
@@ -277,25 +284,64 @@ func (s *Stage) checkUsable() error {
 			Repairs: []Repair{{Action: "begin", Detail: "start a new stage", Command: "wtx run -- CMD"}}}
 	case StateApplied:
 		return errorf(CodeStageSettled, "stage %s is settled: its whole change set was applied", s.ID())
+	case StateEmpty:
+		return &Error{Code: CodeStageSettled, Message: fmt.Sprintf("stage %s is settled: its change set was empty", s.ID()),
+			Repairs: []Repair{{Action: "begin", Detail: "start a new stage", Command: "wtx run -- CMD"}}}
 	}
 	return nil
 }
 
-// Drop discards the stage: its view is removed and it can never be applied.
-// The workspace is not touched.
+// reload reads the stage's row again: another process may have settled or
+// dropped it since it was loaded.
+func (s *Stage) reload(ctx context.Context) error {
+	row, err := s.ws.db.GetStage(ctx, s.ID())
+	if err != nil {
+		return AsError(err)
+	}
+	s.row = row
+	return nil
+}
+
+// settle records a final state for an open stage; the caller holds the
+// workspace lock.
+func (s *Stage) settle(ctx context.Context, state string) error {
+	s.row.State = state
+	s.row.UpdatedAt = s.ws.now().UTC()
+	return AsErrorOrNil(s.ws.db.UpdateStage(ctx, s.row))
+}
+
+// Drop discards the stage: its view is removed and it can never be
+// applied. The workspace is not touched. Dropping a dropped or empty stage
+// changes nothing; a stage whose change set was applied stays applied
+// (precondition.stage-settled), and one that a run holds is refused
+// (refusal.stage-busy).
 func (s *Stage) Drop(ctx context.Context) error {
-	if s.row.State == StateDropped {
+	if s.row.State == StateDropped || s.row.State == StateEmpty {
 		return nil
 	}
+	release, err := s.holdShared(ctx, "drop")
+	if err != nil {
+		return err
+	}
+	defer release()
 	unlock, err := s.ws.lock(ctx)
 	if err != nil {
 		return err
 	}
 	defer unlock()
-	s.row.State = StateDropped
-	s.row.UpdatedAt = s.ws.now().UTC()
-	if err := s.ws.db.UpdateStage(ctx, s.row); err != nil {
-		return AsError(err)
+	if err := s.reload(ctx); err != nil {
+		return err
+	}
+	switch s.row.State {
+	case StateDropped, StateEmpty:
+		return nil
+	case StateApplied:
+		return &Error{Code: CodeStageSettled,
+			Message: fmt.Sprintf("stage %s is settled: its change set was applied, and dropping it now would change nothing in the workspace", s.ID()),
+			Repairs: []Repair{{Action: "undo", Detail: "to take the applied change back out of the workspace, undo its op", Command: "wtx log"}}}
+	}
+	if err := s.settle(ctx, StateDropped); err != nil {
+		return err
 	}
 	removeStageDir(s.ws.stageDir(s.ID()))
 	return nil

@@ -9,9 +9,13 @@ import (
 
 // Status describes one stage.
 type Status struct {
-	Tx               string        `json:"tx"`
-	Name             string        `json:"name,omitempty"`
-	State            string        `json:"state"`
+	Tx    string `json:"tx"`
+	Name  string `json:"name,omitempty"`
+	State string `json:"state"`
+	// Running is set while a command run in the stage holds it (L-001);
+	// Run says which wtx process started it and when, where recorded.
+	Running          bool          `json:"running"`
+	Run              *RunInfo      `json:"run,omitempty"`
 	Backend          string        `json:"backend"`
 	Skipped          []BackendSkip `json:"backend_skipped"`
 	View             string        `json:"view"` // "frozen" (copy, clone) or "live" (overlay)
@@ -39,6 +43,13 @@ func (s *Stage) Status(ctx context.Context, paths []string) (*Status, error) {
 		View: viewKind(s.Backend()), Created: s.Created(), Exclude: nonNil(s.cfg.Exclude), Share: nonNil(s.cfg.Share),
 		Protect: nonNil(s.cfg.Protect), Drift: []Conflict{}, StaleReads: []Conflict{}, Special: []string{},
 		NotTransactional: s.notTransactional(),
+	}
+	if st.State == StateOpen {
+		run, err := s.Running(ctx)
+		if err != nil {
+			return nil, err
+		}
+		st.Running, st.Run = run != nil, run
 	}
 	ops, err := s.ws.db.ListOps(ctx, s.ws.id)
 	if err != nil {

@@ -33,7 +33,19 @@ type TxOp struct {
 	New        string `json:"new,omitempty"`
 	All        bool   `json:"all,omitempty"`
 	ExpectHash string `json:"expect_hash,omitempty"`
+	// Status is a run's: RunRunning from before its command starts until
+	// its change set is recorded, then RunDone; RunInterrupted when the
+	// stage was found free with the run unfinished (its wtx was killed).
+	// Empty for per-file ops and for runs recorded before runs had one.
+	Status string `json:"status,omitempty"`
 }
+
+// Statuses of a run op.
+const (
+	RunRunning     = "running"
+	RunDone        = "done"
+	RunInterrupted = "interrupted"
+)
 
 // TxFile is one path a TxOp touched.
 type TxFile struct {
@@ -123,17 +135,33 @@ func (s *Stage) fileOps(ctx context.Context) (stage.View, stage.FileOps, error) 
 
 // lockedFileOps takes the workspace lock and opens the stage's view for
 // per-file operations; release closes the view and unlocks.
-func (s *Stage) lockedFileOps(ctx context.Context) (stage.View, stage.FileOps, func(), error) {
+// A stage that a run holds is refused (refusal.stage-busy): its view is
+// the run's, and an overlay would be mounted twice on one upper directory.
+func (s *Stage) lockedFileOps(ctx context.Context, what string) (stage.View, stage.FileOps, func(), error) {
+	if err := s.checkUsable(); err != nil {
+		return nil, nil, nil, err
+	}
+	release, err := s.holdShared(ctx, what)
+	if err != nil {
+		return nil, nil, nil, err
+	}
 	unlock, err := s.ws.lock(ctx)
 	if err != nil {
+		release()
+		return nil, nil, nil, err
+	}
+	if err := s.reload(ctx); err != nil {
+		unlock()
+		release()
 		return nil, nil, nil, err
 	}
 	v, fo, err := s.fileOps(ctx)
 	if err != nil {
 		unlock()
+		release()
 		return nil, nil, nil, err
 	}
-	return v, fo, func() { v.Close(); unlock() }, nil
+	return v, fo, func() { v.Close(); unlock(); release() }, nil
 }
 
 // Read returns the staged content of path and records it in the stage's
@@ -143,7 +171,7 @@ func (s *Stage) Read(ctx context.Context, path string) (*FileResult, error) {
 	if err := s.checkOpPath(path); err != nil {
 		return nil, err
 	}
-	v, fo, release, err := s.lockedFileOps(ctx)
+	v, fo, release, err := s.lockedFileOps(ctx, "a per-file read")
 	if err != nil {
 		return nil, err
 	}
@@ -239,7 +267,7 @@ func (s *Stage) change(ctx context.Context, path string, op TxOp, expectHash str
 	if err := s.checkOpPath(path); err != nil {
 		return nil, err
 	}
-	v, fo, release, err := s.lockedFileOps(ctx)
+	v, fo, release, err := s.lockedFileOps(ctx, op.Kind)
 	if err != nil {
 		return nil, err
 	}
@@ -312,7 +340,9 @@ func (s *Stage) fileOpError(path string, err error) error {
 
 // recordTxOp numbers op and stores it (with extra, in one transaction).
 func (s *Stage) recordTxOp(ctx context.Context, op TxOp, res *FileResult, extra func(tx *state.Txn, seq int) error) error {
-	op.Created = s.ws.now().UTC()
+	if op.Created.IsZero() {
+		op.Created = s.ws.now().UTC()
+	}
 	return AsErrorOrNil(s.ws.db.Tx(ctx, func(tx *state.Txn) error {
 		seq, err := tx.NextTxOpSeq(ctx, s.ID())
 		if err != nil {
@@ -365,11 +395,22 @@ func (s *Stage) TxOps(ctx context.Context) ([]TxOp, error) {
 // touched gets back its staged state from before op n. Runs cannot be
 // dropped (what a command changed is not recorded path by path).
 func (s *Stage) DropOps(ctx context.Context, n int) ([]string, error) {
+	if err := s.checkUsable(); err != nil {
+		return nil, err
+	}
+	release, err := s.holdShared(ctx, "drop-op")
+	if err != nil {
+		return nil, err
+	}
+	defer release()
 	unlock, err := s.ws.lock(ctx)
 	if err != nil {
 		return nil, err
 	}
 	defer unlock()
+	if err := s.reload(ctx); err != nil {
+		return nil, err
+	}
 	ops, err := s.TxOps(ctx)
 	if err != nil {
 		return nil, err

@@ -107,13 +107,23 @@ func (g *globals) fail(command string, err error) int {
 		case wtx.CodeCommandNotExecutable:
 			code = 126
 		default:
-			code = 125
+			// A refusal (the stage is busy or settled) ran nothing and
+			// changed nothing: 2, as for every other command.
+			if code != 2 {
+				code = 125
+			}
 		}
 	}
 	if g.json {
 		writeJSON(g.io.Out, errorEnvelope(command, e, code))
 		return code
 	}
+	g.reportError(e)
+	return code
+}
+
+// reportError writes e, its conflicts and its repairs to stderr.
+func (g *globals) reportError(e *wtx.Error) {
 	fmt.Fprintf(g.io.Err, "wtx: error: %s\n", e.Message)
 	for _, c := range e.Conflicts {
 		line := fmt.Sprintf("  %s: %s", c.Path, c.Kind)
@@ -129,7 +139,6 @@ func (g *globals) fail(command string, err error) int {
 			fmt.Fprintf(g.io.Err, "wtx: hint: %s\n", r.Detail)
 		}
 	}
-	return code
 }
 
 // usageError is a flag or argument mistake.

@@ -45,12 +45,14 @@ id on stdout. Run commands in it later with 'wtx run --tx ID -- CMD'.`,
 }
 
 type listRow struct {
-	Tx      string      `json:"tx"`
-	Name    string      `json:"name,omitempty"`
-	Created time.Time   `json:"created"`
-	Backend string      `json:"backend"`
-	State   string      `json:"state"`
-	Counts  *wtx.Counts `json:"counts,omitempty"`
+	Tx      string       `json:"tx"`
+	Name    string       `json:"name,omitempty"`
+	Created time.Time    `json:"created"`
+	Backend string       `json:"backend"`
+	State   string       `json:"state"`
+	Running bool         `json:"running"`
+	Run     *wtx.RunInfo `json:"run,omitempty"`
+	Counts  *wtx.Counts  `json:"counts,omitempty"`
 	// Size is the disk the stage's own directory takes, in bytes.
 	Size int64 `json:"size"`
 }
@@ -61,8 +63,10 @@ func newListCommand(g *globals) *cobra.Command {
 		Use:   "list",
 		Short: "List the workspace's stages",
 		Long: `List the workspace's stages: id, name, age, the disk its state takes, backend,
-state and, for open stages, the counts of their change sets. Dropped and
-applied stages are shown with --all.`,
+state and, for open stages, the counts of their change sets. A stage that a
+command run in it holds shows as "running" (in JSON: "running": true, with the
+wtx process id and start time under "run"). Settled stages (applied, dropped,
+empty) are shown with --all.`,
 		Example: `  wtx list
   wtx list --all
   wtx list --json | jq -r '.stages[].tx'`,
@@ -85,6 +89,11 @@ applied stages are shown with --all.`,
 				}
 				r := listRow{Tx: st.ID(), Name: st.Name(), Created: st.Created(), Backend: st.Backend(), State: st.State(), Size: st.DiskUsage()}
 				if st.State() == wtx.StateOpen {
+					run, err := st.Running(ctx)
+					if err != nil {
+						return err
+					}
+					r.Running, r.Run = run != nil, run
 					if cs, err := st.Changes(ctx, nil); err == nil {
 						r.Counts = &cs.Counts
 					}
@@ -105,12 +114,16 @@ applied stages are shown with --all.`,
 				if r.Counts != nil {
 					changes = fmt.Sprintf("+%d ~%d -%d", r.Counts.Added, r.Counts.Modified, r.Counts.Deleted)
 				}
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.Tx, dash(r.Name), age(time.Since(r.Created)), humanBytes(r.Size), r.Backend, r.State, changes)
+				state := r.State
+				if r.Running {
+					state = "running"
+				}
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.Tx, dash(r.Name), age(time.Since(r.Created)), humanBytes(r.Size), r.Backend, state, changes)
 			}
 			return tw.Flush()
 		},
 	}
-	cmd.Flags().BoolVarP(&all, "all", "a", false, "also list dropped and applied stages")
+	cmd.Flags().BoolVarP(&all, "all", "a", false, "also list settled stages (applied, dropped, empty)")
 	return cmd
 }
 
@@ -170,8 +183,15 @@ may be left out when the workspace has exactly one open stage.`,
 			if s.Name != "" {
 				name = " (" + s.Name + ")"
 			}
+			state := s.State
+			if s.Running {
+				state += ", running"
+				if s.Run != nil && s.Run.PID > 0 {
+					state += fmt.Sprintf(" (wtx process %d, since %s)", s.Run.PID, s.Run.Started.Local().Format(time.DateTime))
+				}
+			}
 			fmt.Fprintf(w, "stage    %s%s\nstate    %s\nbackend  %s (view %s)\ncreated  %s (%s ago)\n",
-				s.Tx, name, s.State, s.Backend, s.View, s.Created.Local().Format(time.DateTime), age(time.Since(s.Created)))
+				s.Tx, name, state, s.Backend, s.View, s.Created.Local().Format(time.DateTime), age(time.Since(s.Created)))
 			for _, sk := range s.Skipped {
 				fmt.Fprintf(w, "         %s skipped: %s\n", sk.Backend, sk.Reason)
 			}
@@ -221,29 +241,117 @@ func findChange(cs []wtx.Change, p string) (wtx.Change, bool) {
 }
 
 func newDropCommand(g *globals) *cobra.Command {
-	return &cobra.Command{
-		Use:   "drop [T]",
-		Short: "Discard a stage; the workspace is untouched",
+	var empty, all bool
+	cmd := &cobra.Command{
+		Use:   "drop [T]... [--empty | --all]",
+		Short: "Discard stages; the workspace is untouched",
 		Example: `  wtx drop
-  wtx drop tx-20261130T081500Z-1a2b3c4d`,
-		Long: `Discard stage T: its view is removed and it can never be applied. The
-workspace is not touched.`,
-		Args: maxOneStage,
+  wtx drop tx-20261130T081500Z-1a2b3c4d fmt
+  wtx drop --empty   # every open stage whose change set is empty
+  wtx drop --all     # every open stage`,
+		Long: `Discard the stages T (the only open stage when none is named): each view is
+removed and the stage can never be applied. The workspace is not touched.
+--empty drops every open stage whose change set is empty; --all every open
+stage. A stage that a command run in it holds is refused (and the others are
+still dropped); so is a stage whose change set was applied: undo its op to
+take the change back out of the workspace. Dropping a dropped or empty stage
+changes nothing.`,
 		RunE: func(c *cobra.Command, args []string) error {
+			if empty && all {
+				return usageError{msg: "--empty and --all cannot be used together"}
+			}
+			if (empty || all) && len(args) > 0 {
+				return usageError{msg: "name stages or give --empty or --all, not both"}
+			}
 			ctx := c.Context()
-			ws, st, err := g.stageFor(c, stageArg(args))
+			ws, err := g.open(ctx)
 			if err != nil {
 				return err
 			}
 			defer ws.Close()
-			if err := st.Drop(ctx); err != nil {
-				return err
+			var stages []*wtx.Stage
+			switch {
+			case empty || all:
+				list, err := ws.Stages(ctx)
+				if err != nil {
+					return err
+				}
+				for _, st := range list {
+					if st.State() != wtx.StateOpen {
+						continue
+					}
+					if empty {
+						if run, err := st.Running(ctx); err != nil || run != nil {
+							continue // a running stage is not empty yet
+						}
+						cs, err := st.Changes(ctx, nil)
+						if err != nil || len(cs.Changes) > 0 || len(cs.Special) > 0 {
+							continue
+						}
+					}
+					stages = append(stages, st)
+				}
+			case len(args) == 0:
+				st, err := ws.Stage(ctx, "")
+				if err != nil {
+					return err
+				}
+				stages = append(stages, st)
+			default:
+				seen := map[string]bool{}
+				for _, a := range args {
+					st, err := ws.Stage(ctx, a)
+					if err != nil {
+						return err
+					}
+					if !seen[st.ID()] {
+						seen[st.ID()] = true
+						stages = append(stages, st)
+					}
+				}
+			}
+			type dropped struct {
+				Tx    string     `json:"tx"`
+				State string     `json:"state"`
+				Error *wtx.Error `json:"-"`
+			}
+			var done []dropped
+			var failed []*wtx.Error
+			for _, st := range stages {
+				if err := st.Drop(ctx); err != nil {
+					e := wtx.AsError(err)
+					failed = append(failed, e)
+					continue
+				}
+				done = append(done, dropped{Tx: st.ID(), State: st.State()})
+				g.notice("wtx: dropped %s; the workspace is unchanged", st.ID())
+			}
+			if len(failed) > 0 {
+				if len(stages) == 1 {
+					return failed[0]
+				}
+				for _, e := range failed[:len(failed)-1] {
+					if !g.json {
+						g.reportError(e)
+					}
+				}
+				return failed[len(failed)-1]
 			}
 			if g.json {
-				return g.emit("drop", map[string]any{"tx": st.ID(), "state": st.State()})
+				fields := map[string]any{"stages": orEmpty(done)}
+				if len(done) == 1 {
+					fields["tx"], fields["state"] = done[0].Tx, done[0].State
+				}
+				return g.emit("drop", fields)
 			}
-			g.notice("wtx: dropped %s; the workspace is unchanged", st.ID())
+			if len(stages) == 0 {
+				g.notice("wtx: no open stage to drop")
+			}
 			return nil
 		},
 	}
+	f := cmd.Flags()
+	f.BoolVar(&empty, "empty", false, "drop every open stage whose change set is empty")
+	f.BoolVar(&all, "all", false, "drop every open stage")
+	return cmd
 }

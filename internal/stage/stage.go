@@ -50,6 +50,12 @@ type RunOptions struct {
 	// NoNetwork gives the command a network namespace of its own, with
 	// only the loopback interface up.
 	NoNetwork bool
+	// Hold, when set, is the stage's open busy lock (a flock held
+	// exclusively). The stage counts as running while any descriptor of it
+	// is open: a process that supervises the command may inherit it and
+	// keep it until every process of the stage is gone. The command itself
+	// must never receive it.
+	Hold *os.File
 }
 
 // View is one staged tree.
