@@ -301,6 +301,13 @@ func ambiguous(ref string, ss []*Stage) *Error {
 	if ref != "" {
 		what = fmt.Sprintf("%q matches several stages", ref)
 	}
-	return &Error{Code: CodeAmbiguousStage,
+	e := &Error{Code: CodeAmbiguousStage,
 		Message: fmt.Sprintf("%s; name one of: %s", what, strings.Join(ids, ", "))}
+	if ref == "" {
+		e.Repairs = []Repair{
+			{Action: "name", Detail: "name the stage meant", Command: "wtx list"},
+			{Action: "drop-empty", Detail: "drop the open stages whose change sets are empty", Command: "wtx drop --empty"},
+		}
+	}
+	return e
 }

@@ -17,6 +17,7 @@ func newRunCommand(g *globals) *cobra.Command {
 		begin          wtx.BeginOptions
 		tx             string
 		applyOnSuccess bool
+		keep           bool
 		readOnly       bool
 		noNetwork      bool
 	)
@@ -29,12 +30,22 @@ When CMD ends, wtx prints a summary of the stage's change set on stderr and
 keeps the stage for review ('wtx diff', 'wtx status') and 'wtx apply' or
 'wtx drop'.
 
+While CMD runs, the stage is "running" ('wtx list', 'wtx status'): apply,
+drop, fork, rebase, drop-op, per-file reads and writes and another run on it
+are refused until it ends.
+
+A new stage that CMD leaves with an empty change set is settled as "empty"
+(nothing to apply, nothing to drop); --keep keeps it open instead. A stage
+named with --tx stays open either way.
+
 With --apply-on-success, exit status 0 applies the whole change set (every
-check of 'wtx apply' still runs) and any other status drops the stage.
+check of 'wtx apply' still runs) and any other status drops the stage. When
+that apply is refused, the stage is kept for review and wtx exits 2.
 
 EXIT STATUS
   CMD's own status (128+N when signal N killed it); 125 when wtx itself
-  failed, 126 when CMD cannot be executed, 127 when it is not found.`,
+  failed, 126 when CMD cannot be executed, 127 when it is not found; 2 when
+  --apply-on-success was refused (the stage is kept).`,
 		Example: `  wtx run -- npm install
   wtx run --exclude node_modules -- ./build.sh
   wtx run --tx refactor -- sed -i s/foo/bar/g src/main.go
@@ -45,7 +56,7 @@ EXIT STATUS
 			if len(args) == 0 {
 				return usageError{msg: "wtx run needs a command: wtx run -- CMD [ARG...]"}
 			}
-			confine := wtx.RunOptions{ReadOnly: readOnly, NoNetwork: noNetwork}
+			confine := wtx.RunOptions{ReadOnly: readOnly, NoNetwork: noNetwork, SettleEmpty: !keep && tx == ""}
 			return runRun(c.Context(), g, begin, tx, applyOnSuccess, confine, args)
 		},
 	}
@@ -54,13 +65,14 @@ EXIT STATUS
 	addStageFlags(f, &begin)
 	f.StringVar(&tx, "tx", "", "run in the open stage `T` instead of a new one")
 	f.BoolVar(&applyOnSuccess, "apply-on-success", false, "apply the whole change set if CMD exits 0, drop the stage otherwise")
+	f.BoolVar(&keep, "keep", false, "keep a new stage open even when CMD leaves its change set empty")
 	f.BoolVar(&readOnly, "read-only", false, "CMD sees the view read-only (overlay backend)")
 	f.BoolVar(&noNetwork, "no-network", false, "CMD gets loopback networking only (overlay backend)")
 	return cmd
 }
 
 // runRun runs argv in stage tx, or in a new stage. Of confine, only the
-// ReadOnly and NoNetwork switches are used.
+// ReadOnly, NoNetwork and SettleEmpty switches are used.
 func runRun(ctx context.Context, g *globals, begin wtx.BeginOptions, tx string, applyOnSuccess bool, confine wtx.RunOptions, argv []string) error {
 	ws, err := g.open(ctx)
 	if err != nil {
@@ -92,7 +104,7 @@ func runRun(ctx context.Context, g *globals, begin wtx.BeginOptions, tx string, 
 	runCtx := context.WithoutCancel(ctx)
 	res, err := st.Run(runCtx, argv, wtx.RunOptions{
 		Stdin: g.io.In, Stdout: cmdStdout(g), Stderr: g.io.Err, Env: os.Environ(), Signals: sigs,
-		ReadOnly: confine.ReadOnly, NoNetwork: confine.NoNetwork,
+		ReadOnly: confine.ReadOnly, NoNetwork: confine.NoNetwork, SettleEmpty: confine.SettleEmpty,
 	})
 	if err != nil {
 		if tx == "" {
@@ -106,7 +118,7 @@ func runRun(ctx context.Context, g *globals, begin wtx.BeginOptions, tx string, 
 		"tx": st.ID(), "exit_code": res.ExitCode, "backend": st.Backend(),
 		"changes": res.Changes.Changes, "counts": res.Changes.Counts, "changeset_digest": res.Changes.Digest,
 		"special": orEmpty(res.Changes.Special), "left_out": res.Changes.LeftOut, "receipt": res.Receipt,
-		"not_transactional": res.Receipt.NotTransactional,
+		"not_transactional": res.Receipt.NotTransactional, "settled": res.Settled,
 	}
 	if res.Signal != "" {
 		fields["signal"] = res.Signal
@@ -115,7 +127,7 @@ func runRun(ctx context.Context, g *globals, begin wtx.BeginOptions, tx string, 
 		if res.ExitCode == 0 {
 			ar, err := st.Apply(runCtx, wtx.ApplyOptions{})
 			if err != nil {
-				return err
+				return applyOnSuccessFailed(g, st, res, fields, err)
 			}
 			fields["applied"] = true
 			fields["op_id"] = ar.OpID
@@ -123,19 +135,50 @@ func runRun(ctx context.Context, g *globals, begin wtx.BeginOptions, tx string, 
 				g.notice("wtx: applied %s (%d added, %d modified, %d deleted)%s", st.ID(),
 					res.Changes.Counts.Added, res.Changes.Counts.Modified, res.Changes.Counts.Deleted, opSuffix(ar.OpID))
 			}
-		} else {
+		} else if !res.Settled {
 			if err := st.Drop(runCtx); err != nil {
 				return err
 			}
 			fields["dropped"] = true
 			g.notice("wtx: %s exited %d; dropped stage %s, the workspace is unchanged", argv[0], res.ExitCode, st.ID())
+		} else {
+			g.notice("wtx: %s exited %d and changed nothing; stage %s is settled as empty", argv[0], res.ExitCode, st.ID())
 		}
 	}
+	fields["state"] = st.State()
 	if g.json {
 		return g.emit("run", fields)
 	}
 	if !applyOnSuccess {
 		printRunSummary(g, st, res)
+	}
+	return nil
+}
+
+// applyOnSuccessFailed reports a run whose --apply-on-success apply failed:
+// CMD ran and its stage is kept, so the answer carries CMD's exit status,
+// the change set and what is not transactional, and wtx exits 2 when the
+// apply was refused (125 when it failed otherwise).
+func applyOnSuccessFailed(g *globals, st *wtx.Stage, res *wtx.RunResult, fields map[string]any, err error) error {
+	e := wtx.AsError(err)
+	code := 125
+	if e.ExitCode() == 2 {
+		code = 2
+	}
+	g.exitCode = &code
+	fields["applied"] = false
+	fields["state"] = st.State()
+	if g.json {
+		env := errorEnvelope("run", e, code)
+		for k, v := range fields {
+			env[k] = v
+		}
+		return writeJSON(g.io.Out, env)
+	}
+	printRunSummary(g, st, res)
+	g.reportError(e)
+	if !g.quiet {
+		fmt.Fprintf(g.io.Err, "wtx: hint: the stage is kept and the workspace is unchanged; review with 'wtx diff %s', then 'wtx apply %s' or 'wtx drop %s'\n", st.ID(), st.ID(), st.ID())
 	}
 	return nil
 }
@@ -176,8 +219,12 @@ func printRunSummary(g *globals, st *wtx.Stage, res *wtx.RunResult) {
 	if res.Signal != "" {
 		status = "killed by " + res.Signal
 	}
-	fmt.Fprintf(w, "wtx: command %s; stage %s (%s) holds %d added, %d modified, %d deleted\n",
-		status, st.ID(), st.Backend(), c.Added, c.Modified, c.Deleted)
+	if res.Settled {
+		fmt.Fprintf(w, "wtx: command %s; it changed nothing, so stage %s is settled as empty (keep it open with --keep)\n", status, st.ID())
+	} else {
+		fmt.Fprintf(w, "wtx: command %s; stage %s (%s) holds %d added, %d modified, %d deleted\n",
+			status, st.ID(), st.Backend(), c.Added, c.Modified, c.Deleted)
+	}
 	const maxShown = 20
 	for i, ch := range res.Changes.Changes {
 		if i == maxShown {
