@@ -63,6 +63,9 @@ func Open(ctx context.Context, dir string, opts Options) (*Workspace, error) {
 	if err := prepareStateRoot(stateDir); err != nil {
 		return nil, err
 	}
+	if err := checkDatabasePresent(stateDir); err != nil {
+		return nil, err
+	}
 	dbPath := filepath.Join(stateDir, dbName)
 	if err := createPrivateFile(stateDir, dbPath); err != nil {
 		return nil, err

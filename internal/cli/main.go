@@ -262,7 +262,7 @@ EXIT STATUS
 	group("agent", newReadCommand(g), newWriteCommand(g), newEditCommand(g), newRmCommand(g),
 		newRebaseCommand(g), newDropOpCommand(g), newBatchCommand(g), newMCPCommand(g))
 	group("history", newLogCommand(g), newShowCommand(g), newUndoCommand(g), newRecoverCommand(g),
-		newReceiptCommand(g), newGCCommand(g))
+		newReceiptCommand(g), newGCCommand(g), newFsckCommand(g))
 	root.InitDefaultCompletionCmd()
 	for _, c := range root.Commands() {
 		if c.Name() == "completion" {

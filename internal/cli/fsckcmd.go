@@ -1,0 +1,117 @@
+package cli
+
+import (
+	"fmt"
+
+	"github.com/spf13/cobra"
+
+	"github.com/wtx-dev/wtx"
+)
+
+func newFsckCommand(g *globals) *cobra.Command {
+	var opts wtx.FsckOptions
+	cmd := &cobra.Command{
+		Use:   "fsck [--repair] [--reinit]",
+		Short: "Verify the state root: database, objects, journals, stages, modes",
+		Long: `Verify the whole state root, for every workspace it serves: the database
+(SQLite integrity, application id, schema version), every object a record
+needs (present, and hashing to its name; every stored object is hashed), the
+journals of applies (they decode; a pending one waits for 'wtx recover'), stage
+directories against stage records (orphans both ways), and that everything is
+private to its owner (directories 0700, files 0600).
+
+Each finding names its kind, the path or object, what is lost, and a repair.
+fsck changes nothing unless asked:
+
+  --repair   makes entries private again and sets orphaned stage directories
+             aside into lost+found in the state root (nothing is deleted)
+  --reinit   when the database is missing or damaged: sets it and the stage
+             directories aside into lost+found and starts an empty history
+             (objects, journals and locks stay). Refused for a sound database.
+
+Exit status 0 when the state root is sound (or every finding was repaired),
+1 when damage is left. Run it while no other wtx command runs.`,
+		Example: `  wtx fsck
+  wtx fsck --json
+  wtx fsck --repair
+  wtx fsck --reinit            # after wtx.db was lost, and no backup`,
+		Args: cobra.NoArgs,
+		RunE: func(c *cobra.Command, args []string) error {
+			sd, err := g.stateDir()
+			if err != nil {
+				return err
+			}
+			rep, err := wtx.Fsck(c.Context(), sd, opts)
+			if err != nil {
+				return err
+			}
+			left := 0
+			for _, f := range rep.Findings {
+				if !f.Repaired {
+					left++
+				}
+			}
+			if g.json {
+				out := map[string]any{"state_dir": rep.StateDir, "findings": rep.Findings, "checked": rep.Checked}
+				if rep.SetAside != "" {
+					out["set_aside"] = rep.SetAside
+				}
+				if left == 0 {
+					return g.emit("fsck", out)
+				}
+				env := errorEnvelope("fsck", fsckError(rep, left), 1)
+				for k, v := range out {
+					env[k] = v
+				}
+				one := 1
+				g.exitCode = &one
+				return writeJSON(g.io.Out, env)
+			}
+			for _, f := range rep.Findings {
+				what := f.Path
+				if f.Object != "" && f.Path == "" {
+					what = f.Object
+				}
+				state := "damage"
+				if f.Repaired {
+					state = "repaired"
+				}
+				fmt.Fprintf(g.io.Out, "%s: %s (%s) %s\n  %s\n", state, f.Kind, f.Code, what, f.Detail)
+				if !f.Repaired && f.Repair != "" {
+					fmt.Fprintf(g.io.Out, "  repair: %s\n", f.Repair)
+				}
+			}
+			ch := rep.Checked
+			fmt.Fprintf(g.io.Out, "state root %s: %d workspace(s), %d stage(s), %d op(s), %d journal(s), %d object(s), %d entries checked\n",
+				rep.StateDir, ch.Workspaces, ch.Stages, ch.Ops, ch.Journals, ch.Objects, ch.Entries)
+			if rep.SetAside != "" {
+				fmt.Fprintf(g.io.Out, "set aside: %s\n", rep.SetAside)
+			}
+			if left == 0 {
+				fmt.Fprintln(g.io.Out, "no damage found")
+				return nil
+			}
+			fmt.Fprintf(g.io.Out, "%d problem(s) found\n", left)
+			one := 1
+			g.exitCode = &one
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.BoolVar(&opts.Repair, "repair", false, "make entries private again and set orphaned stage directories aside")
+	f.BoolVar(&opts.Reinit, "reinit", false, "replace a missing or damaged database with an empty one (the old one is set aside)")
+	return cmd
+}
+
+// fsckError is the error object of an fsck answer that found damage: the
+// code of the first unrepaired finding.
+func fsckError(rep *wtx.FsckReport, left int) *wtx.Error {
+	e := &wtx.Error{Code: wtx.CodeCorrupt, Message: fmt.Sprintf("fsck found %d problem(s) in the state root %s", left, rep.StateDir)}
+	for _, f := range rep.Findings {
+		if !f.Repaired {
+			e.Code = f.Code
+			break
+		}
+	}
+	return e
+}
