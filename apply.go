@@ -16,6 +16,7 @@ import (
 	"github.com/wtx-dev/wtx/internal/failpoint"
 	"github.com/wtx-dev/wtx/internal/fsx"
 	"github.com/wtx-dev/wtx/internal/journal"
+	"github.com/wtx-dev/wtx/internal/quote"
 	"github.com/wtx-dev/wtx/internal/stage"
 	"github.com/wtx-dev/wtx/internal/state"
 	"github.com/wtx-dev/wtx/internal/tree"
@@ -257,9 +258,9 @@ func conflictError(s *Stage, conflicts []Conflict) *Error {
 			code = CodeBoundary
 		}
 	}
-	msg := fmt.Sprintf("%d path(s) changed outside %s since it opened; first: %s (%s)", len(conflicts), s.ID(), conflicts[0].Path, conflicts[0].Kind)
+	msg := fmt.Sprintf("%d path(s) changed outside %s since it opened; first: %s (%s)", len(conflicts), s.ID(), quote.Path(conflicts[0].Path), conflicts[0].Kind)
 	if code == CodeBoundary {
-		msg = fmt.Sprintf("apply of %s would leave the workspace or write through a link: %s (%s)", s.ID(), conflicts[0].Path, conflicts[0].Kind)
+		msg = fmt.Sprintf("apply of %s would leave the workspace or write through a link: %s (%s)", s.ID(), quote.Path(conflicts[0].Path), conflicts[0].Kind)
 	}
 	return &Error{Code: code, Message: msg, Conflicts: conflicts,
 		Repairs: []Repair{
@@ -336,7 +337,7 @@ func (a *applier) payloads(ctx context.Context, s *Stage, cs []tree.Change) erro
 			return AsError(fmt.Errorf("store staged %s: %w", c.Path, err))
 		}
 		if string(d) != c.New.Digest {
-			return &Error{Code: CodeUnstable, Message: fmt.Sprintf("staged file %s changed while it was applied; run the apply again", c.Path)}
+			return &Error{Code: CodeUnstable, Message: fmt.Sprintf("staged file %s changed while it was applied; run the apply again", quote.Path(c.Path))}
 		}
 	}
 	return nil
@@ -538,7 +539,7 @@ func (a *applier) checkEmptied(dir string, selected map[string]*tree.Change) *Co
 		c, ok := selected[p]
 		if !ok || c.Old == nil || (c.New != nil && c.New.Type == c.Old.Type) {
 			return &Conflict{Path: p, Kind: "added-inside-deleted-dir",
-				Detail: fmt.Sprintf("the stage deletes %s but %s is in it and was not there when the stage opened (or is not part of the stage)", dir, p)}
+				Detail: fmt.Sprintf("the stage deletes %s but %s is in it and was not there when the stage opened (or is not part of the stage)", quote.Path(dir), quote.Path(p))}
 		}
 	}
 	return nil
@@ -617,7 +618,7 @@ func (a *applier) execute(ctx context.Context, recs []journal.Record) (err error
 			var cf *Conflict
 			if errors.As(err, &cf) {
 				return &Error{Code: CodeTargetChanged,
-					Message:   fmt.Sprintf("%s changed outside the stage while it was applied (%s); nothing was written", cf.Path, cf.Kind),
+					Message:   fmt.Sprintf("%s changed outside the stage while it was applied (%s); nothing was written", quote.Path(cf.Path), cf.Kind),
 					Conflicts: []Conflict{*cf}}
 			}
 			return AsError(fmt.Errorf("apply %s %s: %w", st.Kind, st.Path, err))

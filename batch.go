@@ -2,14 +2,22 @@ package wtx
 
 import (
 	"bufio"
+	"bytes"
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"io"
-	"strings"
+
+	"github.com/wtx-dev/wtx/internal/jsonname"
+	"github.com/wtx-dev/wtx/internal/quote"
 )
 
-// BatchItem is one line of a batch: a per-file command.
+// BatchItem is one line of a batch: a per-file command. In JSON, path,
+// content, old and new each have a byte-safe form (path_b64, content_b64,
+// old_b64, new_b64: standard base64) for names and texts that are not valid
+// UTF-8; a JSON string that is not valid UTF-8 is refused, never
+// substituted (I-001).
 type BatchItem struct {
 	Command    string  `json:"command"` // write, edit, rm, read
 	Path       string  `json:"path"`
@@ -20,6 +28,58 @@ type BatchItem struct {
 	ExpectHash string  `json:"expect_hash,omitempty"`
 }
 
+// batchItemJSON is a batch line as JSON.
+type batchItemJSON struct {
+	Command    string  `json:"command"`
+	Path       string  `json:"path"`
+	PathB64    string  `json:"path_b64"`
+	Content    *string `json:"content"`
+	ContentB64 *string `json:"content_b64"`
+	Old        string  `json:"old"`
+	OldB64     string  `json:"old_b64"`
+	New        *string `json:"new"`
+	NewB64     *string `json:"new_b64"`
+	All        bool    `json:"all"`
+	ExpectHash string  `json:"expect_hash"`
+}
+
+func (j batchItemJSON) item() (BatchItem, error) {
+	it := BatchItem{Command: j.Command, Path: j.Path, Content: j.Content, Old: j.Old, New: j.New, All: j.All, ExpectHash: j.ExpectHash}
+	b64 := func(field string, s string) (string, error) {
+		b, err := base64.StdEncoding.DecodeString(s)
+		if err != nil {
+			return "", fmt.Errorf("%s: not standard base64: %v", field, err)
+		}
+		return string(b), nil
+	}
+	var err error
+	if j.PathB64 != "" {
+		if it.Path, err = b64("path_b64", j.PathB64); err != nil {
+			return it, err
+		}
+	}
+	if j.ContentB64 != nil {
+		c, err := b64("content_b64", *j.ContentB64)
+		if err != nil {
+			return it, err
+		}
+		it.Content = &c
+	}
+	if j.OldB64 != "" {
+		if it.Old, err = b64("old_b64", j.OldB64); err != nil {
+			return it, err
+		}
+	}
+	if j.NewB64 != nil {
+		nw, err := b64("new_b64", *j.NewB64)
+		if err != nil {
+			return it, err
+		}
+		it.New = &nw
+	}
+	return it, nil
+}
+
 // BatchItemResult answers one item of a batch.
 type BatchItemResult struct {
 	Index   int    `json:"index"`
@@ -27,7 +87,24 @@ type BatchItemResult struct {
 	Path    string `json:"path"`
 	TxOp    int    `json:"tx_op"`
 	Digest  string `json:"digest,omitempty"`
-	Content string `json:"content,omitempty"` // for read, as UTF-8 text
+	Content string `json:"content,omitempty"` // for read (content_b64 too when it is not UTF-8)
+}
+
+type batchItemResultJSON struct {
+	Index      int    `json:"index"`
+	Command    string `json:"command"`
+	Path       string `json:"path"`
+	PathB64    string `json:"path_b64,omitempty"`
+	TxOp       int    `json:"tx_op"`
+	Digest     string `json:"digest,omitempty"`
+	Content    string `json:"content,omitempty"`
+	ContentB64 string `json:"content_b64,omitempty"`
+}
+
+// MarshalJSON writes the result with a byte-safe path and content.
+func (r BatchItemResult) MarshalJSON() ([]byte, error) {
+	return json.Marshal(batchItemResultJSON{r.Index, r.Command, jsonname.Text(r.Path), jsonname.B64(r.Path), r.TxOp, r.Digest,
+		jsonname.Text(r.Content), jsonname.B64(r.Content)})
 }
 
 // BatchResult reports an atomic batch.
@@ -55,21 +132,30 @@ func ParseBatch(r io.Reader) ([]BatchItem, error) {
 	sc.Buffer(make([]byte, 64<<10), MaxBatchLine)
 	var items []BatchItem
 	for n := 1; sc.Scan(); n++ {
-		line := strings.TrimSpace(sc.Text())
-		if line == "" {
+		line := bytes.TrimSpace(sc.Bytes())
+		if len(line) == 0 {
 			continue
 		}
-		dec := json.NewDecoder(strings.NewReader(line))
+		// Checked on the raw bytes: decoding would replace what is not
+		// UTF-8 with U+FFFD and write the substitute.
+		if err := jsonname.Check(line); err != nil {
+			return nil, errorf(CodeUsage, "batch line %d: %v; give such names and texts in path_b64, content_b64, old_b64 or new_b64", n, err)
+		}
+		dec := json.NewDecoder(bytes.NewReader(line))
 		dec.DisallowUnknownFields()
-		var it BatchItem
-		if err := dec.Decode(&it); err != nil {
+		var j batchItemJSON
+		if err := dec.Decode(&j); err != nil {
 			return nil, errorf(CodeUsage, "batch line %d: %v", n, err)
 		}
 		if dec.More() {
 			return nil, errorf(CodeUsage, "batch line %d: more than one JSON value", n)
 		}
+		it, err := j.item()
+		if err != nil {
+			return nil, errorf(CodeUsage, "batch line %d: %v", n, err)
+		}
 		if it.Path == "" {
-			return nil, errorf(CodeUsage, "batch line %d: \"path\" is required", n)
+			return nil, errorf(CodeUsage, "batch line %d: \"path\" (or \"path_b64\") is required", n)
 		}
 		switch it.Command {
 		case "write":
@@ -112,7 +198,7 @@ func (w *Workspace) Batch(ctx context.Context, items []BatchItem, begin BeginOpt
 		e := AsError(err)
 		out := *e
 		if i >= 0 {
-			out.Message = fmt.Sprintf("batch item %d (%s %s): %s; nothing was applied", i+1, items[i].Command, items[i].Path, e.Message)
+			out.Message = fmt.Sprintf("batch item %d (%s %s): %s; nothing was applied", i+1, items[i].Command, quote.Path(items[i].Path), e.Message)
 		}
 		return nil, &out
 	}

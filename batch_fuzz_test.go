@@ -18,6 +18,10 @@ func FuzzParseBatch(f *testing.F) {
 		`{"command":"write","path":"a"}`,
 		`{"command":"write","path":"a","content":"x","extra":1}`,
 		`{"command":"rm","path":"a"} {"command":"rm","path":"b"}`,
+		"{\"command\":\"write\",\"path\":\"\xff\",\"content\":\"x\"}",
+		`{"command":"write","path_b64":"/w==","content_b64":"/w=="}`,
+		`{"command":"edit","path":"a","old_b64":"!!","new":"y"}`,
+		`{"command":"write","path":"\ud800","content":""}`,
 		"", "null", "[]", `{"command":"write","path":"\u0000","content":""}`,
 	} {
 		f.Add(s)

@@ -7,6 +7,7 @@ import (
 
 	"github.com/wtx-dev/wtx/internal/blob"
 	"github.com/wtx-dev/wtx/internal/fsx"
+	"github.com/wtx-dev/wtx/internal/quote"
 	"github.com/wtx-dev/wtx/internal/stage"
 	"github.com/wtx-dev/wtx/internal/textdiff"
 	"github.com/wtx-dev/wtx/internal/tree"
@@ -64,7 +65,7 @@ func (s *Stage) WriteDiff(ctx context.Context, w io.Writer, opts DiffOptions) (*
 			if c.Action == tree.Modified && c.Old.Type != c.New.Type {
 				letter = "T"
 			}
-			p := c.Path
+			p := quote.Path(c.Path) // I-007: a name never splits or rewrites its line
 			if (c.New != nil && c.New.Type == tree.Dir) || (c.New == nil && c.Old.Type == tree.Dir) {
 				p += "/"
 			}

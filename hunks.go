@@ -109,11 +109,11 @@ func hunkable(c *tree.Change) bool {
 // (and what is beneath it), escaping the wildcard characters p holds.
 func LiteralSelector(p string) string {
 	var b strings.Builder
-	for _, r := range p {
-		if r == '*' || r == '?' || r == '[' || r == '\\' {
+	for i := 0; i < len(p); i++ { // by byte: a name need not be UTF-8
+		if c := p[i]; c == '*' || c == '?' || c == '[' || c == '\\' {
 			b.WriteByte('\\')
 		}
-		b.WriteRune(r)
+		b.WriteByte(p[i])
 	}
 	return b.String()
 }

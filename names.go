@@ -3,6 +3,7 @@ package wtx
 import (
 	"encoding/json"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/wtx-dev/wtx/internal/jsonname"
@@ -415,4 +416,84 @@ type opJSON struct {
 // MarshalJSON writes the op with byte-safe paths.
 func (op Op) MarshalJSON() ([]byte, error) {
 	return json.Marshal(opJSON{op.ID, op.Kind, op.Tx, op.Created, jsonname.Texts(op.Written), jsonname.B64s(op.Written), op.Changes, op.Undoes, op.UndoneBy})
+}
+
+type statusJSON struct {
+	Tx               string        `json:"tx"`
+	Name             string        `json:"name,omitempty"`
+	State            string        `json:"state"`
+	Backend          string        `json:"backend"`
+	Skipped          []BackendSkip `json:"backend_skipped"`
+	View             string        `json:"view"`
+	Created          time.Time     `json:"created"`
+	Exclude          []string      `json:"exclude"`
+	ExcludeB64       []string      `json:"exclude_b64,omitempty"`
+	Share            []string      `json:"share"`
+	ShareB64         []string      `json:"share_b64,omitempty"`
+	Protect          []string      `json:"protect"`
+	ProtectB64       []string      `json:"protect_b64,omitempty"`
+	Counts           Counts        `json:"counts"`
+	ChangesetDigest  string        `json:"changeset_digest"`
+	Changes          []Change      `json:"changes"`
+	Drift            []Conflict    `json:"drift"`
+	StaleReads       []Conflict    `json:"stale_reads"`
+	Special          []string      `json:"special"`
+	SpecialB64       []string      `json:"special_b64,omitempty"`
+	Ops              []string      `json:"ops"`
+	TxOps            []TxOp        `json:"tx_ops"`
+	NotTransactional []string      `json:"not_transactional"`
+}
+
+// MarshalJSON writes the status with byte-safe selectors and names.
+func (s Status) MarshalJSON() ([]byte, error) {
+	return json.Marshal(statusJSON{s.Tx, s.Name, s.State, s.Backend, s.Skipped, s.View, s.Created,
+		jsonname.Texts(s.Exclude), jsonname.B64s(s.Exclude), jsonname.Texts(s.Share), jsonname.B64s(s.Share),
+		jsonname.Texts(s.Protect), jsonname.B64s(s.Protect), s.Counts, s.ChangesetDigest, s.Changes, s.Drift, s.StaleReads,
+		jsonname.Texts(s.Special), jsonname.B64s(s.Special), s.Ops, s.TxOps, s.NotTransactional})
+}
+
+// shellQuote writes a name as one POSIX shell word, for the commands a
+// repair suggests: a plain name as it is, anything else in single quotes;
+// bytes that are not printable become $'\ooo' pieces.
+func shellQuote(s string) string {
+	plain := s != ""
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || strings.IndexByte("-_./+,:@%", c) >= 0) {
+			plain = false
+			break
+		}
+	}
+	if plain {
+		return s
+	}
+	var b strings.Builder
+	open := false
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c < 0x20 || c >= 0x7f {
+			if open {
+				b.WriteByte('\'')
+				open = false
+			}
+			fmt.Fprintf(&b, "$'\\%03o'", c)
+			continue
+		}
+		if !open {
+			b.WriteByte('\'')
+			open = true
+		}
+		if c == '\'' {
+			b.WriteString(`'\''`)
+			continue
+		}
+		b.WriteByte(c)
+	}
+	if open {
+		b.WriteByte('\'')
+	}
+	if b.Len() == 0 {
+		return "''"
+	}
+	return b.String()
 }

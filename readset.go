@@ -9,6 +9,7 @@ import (
 
 	"github.com/wtx-dev/wtx/internal/blob"
 	"github.com/wtx-dev/wtx/internal/fsx"
+	"github.com/wtx-dev/wtx/internal/quote"
 	"github.com/wtx-dev/wtx/internal/tree"
 )
 
@@ -74,10 +75,10 @@ func workspaceDigest(root *fsx.Root, rel string) (string, error) {
 
 func staleReadError(s *Stage, stale []Conflict) *Error {
 	return &Error{Code: CodeStaleRead,
-		Message:   fmt.Sprintf("%d file(s) that %s read changed in the workspace since; first: %s", len(stale), s.ID(), stale[0].Path),
+		Message:   fmt.Sprintf("%d file(s) that %s read changed in the workspace since; first: %s", len(stale), s.ID(), quote.Path(stale[0].Path)),
 		Conflicts: stale,
 		Repairs: []Repair{
-			{Action: "re-read", Detail: "read the file again and check the stage's changes still hold", Command: fmt.Sprintf("wtx read %s --tx %s", stale[0].Path, s.ID())},
+			{Action: "re-read", Detail: "read the file again and check the stage's changes still hold", Command: fmt.Sprintf("wtx read --tx %s -- %s", s.ID(), shellQuote(stale[0].Path))},
 			{Action: "rebase", Detail: "re-run the stage's edits on the current workspace", Command: "wtx rebase " + s.ID()},
 			{Action: "ignore", Detail: "apply anyway", Command: "wtx apply " + s.ID() + " --ignore-stale-reads"},
 		}}

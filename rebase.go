@@ -7,6 +7,7 @@ import (
 
 	"github.com/wtx-dev/wtx/internal/blob"
 	"github.com/wtx-dev/wtx/internal/fsx"
+	"github.com/wtx-dev/wtx/internal/quote"
 	"github.com/wtx-dev/wtx/internal/textdiff"
 	"github.com/wtx-dev/wtx/internal/tree"
 )
@@ -159,7 +160,7 @@ func (s *Stage) Rebase(ctx context.Context, merge bool) (*RebaseResult, error) {
 			repairs = append([]Repair{{Action: "merge", Detail: "merge the drifted files three-way where their original is known", Command: "wtx rebase " + s.ID() + " --merge"}}, repairs...)
 		}
 		return nil, &Error{Code: CodeTargetChanged,
-			Message:   fmt.Sprintf("rebase of %s cannot carry %d drifted path(s); the stage is unchanged; first: %s (%s)", s.ID(), len(failures), failures[0].Path, failures[0].Detail),
+			Message:   fmt.Sprintf("rebase of %s cannot carry %d drifted path(s); the stage is unchanged; first: %s (%s)", s.ID(), len(failures), quote.Path(failures[0].Path), failures[0].Detail),
 			Conflicts: failures, Repairs: repairs}
 	}
 	if len(plans) == 0 {

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/wtx-dev/wtx/internal/quote"
 	"github.com/wtx-dev/wtx/internal/state"
 	"github.com/wtx-dev/wtx/internal/tree"
 )
@@ -67,7 +68,7 @@ func (r Receipt) ComputeDigest() string {
 func (s *Stage) notTransactional() []string {
 	out := append([]string(nil), NotTransactional...)
 	for _, sh := range s.cfg.Share {
-		out = append(out, "shared path "+sh)
+		out = append(out, "shared path "+quote.Path(sh))
 	}
 	if s.row.Backend == "copy" {
 		out = append(out, "writes through the workspace's absolute path (the copy backend runs the command in the view's own directory)")

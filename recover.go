@@ -14,6 +14,7 @@ import (
 	"github.com/wtx-dev/wtx/internal/failpoint"
 	"github.com/wtx-dev/wtx/internal/fsx"
 	"github.com/wtx-dev/wtx/internal/journal"
+	"github.com/wtx-dev/wtx/internal/quote"
 	"github.com/wtx-dev/wtx/internal/tree"
 )
 
@@ -164,7 +165,7 @@ func (w *Workspace) rollbackJournal(ctx context.Context, j *journal.Journal, kee
 		if cf := rb.undo(r, orig); cf != nil {
 			if !keepExternal {
 				return nil, &Error{Code: CodeInterruptedApply,
-					Message:   fmt.Sprintf("an apply (%s) was interrupted and %s changed since; wtx will not overwrite it", j.OpID, cf.Path),
+					Message:   fmt.Sprintf("an apply (%s) was interrupted and %s changed since; wtx will not overwrite it", j.OpID, quote.Path(cf.Path)),
 					Conflicts: []Conflict{*cf},
 					Repairs: []Repair{
 						{Action: "recover", Detail: "after putting the path back, finish the rollback", Command: "wtx recover"},

@@ -13,6 +13,7 @@ import (
 
 	"github.com/wtx-dev/wtx/internal/blob"
 	"github.com/wtx-dev/wtx/internal/fsx"
+	"github.com/wtx-dev/wtx/internal/quote"
 	"github.com/wtx-dev/wtx/internal/stage"
 	"github.com/wtx-dev/wtx/internal/state"
 	"github.com/wtx-dev/wtx/internal/tree"
@@ -98,10 +99,10 @@ func stagedFile(v stage.View, rel string) (*Side, []byte, error) {
 	case errors.Is(err, fs.ErrNotExist):
 		return nil, nil, nil
 	case errors.Is(err, fsx.ErrSymlink):
-		return nil, nil, &Error{Code: CodeBoundary, Message: fmt.Sprintf("%s is or goes through a symlink in the stage; per-file operations never follow links", rel),
+		return nil, nil, &Error{Code: CodeBoundary, Message: fmt.Sprintf("%s is or goes through a symlink in the stage; per-file operations never follow links", quote.Path(rel)),
 			Conflicts: []Conflict{{Path: rel, Kind: "symlink"}}}
 	case errors.Is(err, fsx.ErrNotRegular):
-		return nil, nil, errorf(CodeSpecialFile, "%s is not a regular file in the stage", rel)
+		return nil, nil, errorf(CodeSpecialFile, "%s is not a regular file in the stage", quote.Path(rel))
 	default:
 		return nil, nil, AsError(err)
 	}
@@ -184,7 +185,7 @@ func (s *Stage) Read(ctx context.Context, path string) (*FileResult, error) {
 		return nil, err
 	}
 	if side == nil {
-		return nil, errorf(CodeFileNotFound, "%s does not exist in stage %s", path, s.ID())
+		return nil, errorf(CodeFileNotFound, "%s does not exist in stage %s", quote.Path(path), s.ID())
 	}
 	res := &FileResult{Path: path, Digest: side.Digest, Size: side.Size, Before: side.Digest, Content: data}
 	err = s.recordTxOp(ctx, TxOp{Kind: "read", Argv: []string{"read", path}, Files: []TxFile{{Path: path, Before: side, After: side}}}, res, func(tx *state.Txn, seq int) error {
@@ -208,7 +209,7 @@ func (s *Stage) Edit(ctx context.Context, path, old, new string, all bool, expec
 	op := TxOp{Kind: "edit", Argv: []string{"edit", path}, Old: old, New: new, All: all, ExpectHash: expectHash}
 	return s.change(ctx, path, op, expectHash, func(before []byte, exists bool) ([]byte, error) {
 		if !exists {
-			return nil, errorf(CodeFileNotFound, "edit %s: no such file in stage %s", path, s.ID())
+			return nil, errorf(CodeFileNotFound, "edit %s: no such file in stage %s", quote.Path(path), s.ID())
 		}
 		return applyEdit(path, before, old, new, all)
 	}, 0)
@@ -219,7 +220,7 @@ func (s *Stage) Remove(ctx context.Context, path string, expectHash string) (*Fi
 	op := TxOp{Kind: "rm", Argv: []string{"rm", path}, ExpectHash: expectHash}
 	return s.change(ctx, path, op, expectHash, func(before []byte, exists bool) ([]byte, error) {
 		if !exists {
-			return nil, errorf(CodeFileNotFound, "rm %s: no such file in stage %s", path, s.ID())
+			return nil, errorf(CodeFileNotFound, "rm %s: no such file in stage %s", quote.Path(path), s.ID())
 		}
 		return nil, nil
 	}, 0)
@@ -231,10 +232,10 @@ func applyEdit(path string, content []byte, old, new string, all bool) ([]byte, 
 	n := bytes.Count(content, []byte(old))
 	switch {
 	case n == 0:
-		return nil, &Error{Code: CodeEditNoMatch, Message: fmt.Sprintf("edit %s: --old matches 0 times", path)}
+		return nil, &Error{Code: CodeEditNoMatch, Message: fmt.Sprintf("edit %s: --old matches 0 times", quote.Path(path))}
 	case n > 1 && !all:
 		return nil, &Error{Code: CodeEditAmbiguous,
-			Message: fmt.Sprintf("edit %s: --old matches %d times, at lines %s; give more context in --old, or --all to replace every one", path, n, matchLines(content, old))}
+			Message: fmt.Sprintf("edit %s: --old matches %d times, at lines %s; give more context in --old, or --all to replace every one", quote.Path(path), n, matchLines(content, old))}
 	}
 	if all {
 		return bytes.ReplaceAll(content, []byte(old), []byte(new)), nil
@@ -283,9 +284,9 @@ func (s *Stage) change(ctx context.Context, path string, op TxOp, expectHash str
 		}
 		if got != expectHash {
 			return nil, &Error{Code: CodeStaleRead,
-				Message:   fmt.Sprintf("%s changed in stage %s since it was read (expected %s, now %s)", path, s.ID(), expectHash, got),
+				Message:   fmt.Sprintf("%s changed in stage %s since it was read (expected %s, now %s)", quote.Path(path), s.ID(), expectHash, got),
 				Conflicts: []Conflict{{Path: path, Kind: "expect-hash", Base: expectHash, Current: got}},
-				Repairs:   []Repair{{Action: "re-read", Detail: "read the file again and redo the change", Command: fmt.Sprintf("wtx read %s --tx %s", path, s.ID())}}}
+				Repairs:   []Repair{{Action: "re-read", Detail: "read the file again and redo the change", Command: fmt.Sprintf("wtx read --tx %s -- %s", s.ID(), shellQuote(path))}}}
 		}
 	}
 	next, err := compute(data, before != nil)
@@ -330,10 +331,10 @@ func (s *Stage) change(ctx context.Context, path string, op TxOp, expectHash str
 func (s *Stage) fileOpError(path string, err error) error {
 	switch {
 	case errors.Is(err, fsx.ErrSymlink):
-		return &Error{Code: CodeBoundary, Message: fmt.Sprintf("%s is or goes through a symlink in the stage; per-file operations never follow links", path),
+		return &Error{Code: CodeBoundary, Message: fmt.Sprintf("%s is or goes through a symlink in the stage; per-file operations never follow links", quote.Path(path)),
 			Conflicts: []Conflict{{Path: path, Kind: "symlink"}}}
 	case errors.Is(err, stage.ErrIsDir), errors.Is(err, fsx.ErrNotDir):
-		return errorf(CodeUsage, "%s: %v", path, err)
+		return errorf(CodeUsage, "%s: %v", quote.Path(path), err)
 	}
 	return AsError(err)
 }
@@ -453,7 +454,7 @@ func (s *Stage) DropOps(ctx context.Context, n int) ([]string, error) {
 		default:
 			data, err := s.ws.blobs.ReadAll(blob.Digest(before.Digest))
 			if err != nil {
-				return nil, AsError(fmt.Errorf("content of %s before op %d: %w", p, n, err))
+				return nil, AsError(fmt.Errorf("content of %s before op %d: %w", quote.Path(p), n, err))
 			}
 			var perm fs.FileMode
 			fmt.Sscanf(before.Mode, "%o", &perm)

@@ -10,6 +10,7 @@ import (
 
 	"github.com/wtx-dev/wtx/internal/blob"
 	"github.com/wtx-dev/wtx/internal/fsx"
+	"github.com/wtx-dev/wtx/internal/quote"
 	"github.com/wtx-dev/wtx/internal/state"
 	"github.com/wtx-dev/wtx/internal/textdiff"
 	"github.com/wtx-dev/wtx/internal/tree"
@@ -198,7 +199,7 @@ func (w *Workspace) Undo(ctx context.Context, ref string) (*UndoResult, error) {
 			inv.Action = tree.Modified
 		}
 		if inv.New != nil && inv.New.Type == tree.File && !w.blobs.Has(blob.Digest(inv.New.Digest)) {
-			return nil, &Error{Code: CodeInternal, Message: fmt.Sprintf("op %s: the content %s of %s is no longer in the blob store", op.ID, inv.New.Digest, inv.Path)}
+			return nil, &Error{Code: CodeInternal, Message: fmt.Sprintf("op %s: the content %s of %s is no longer in the blob store", op.ID, inv.New.Digest, quote.Path(inv.Path))}
 		}
 		inverse = append(inverse, inv)
 	}
@@ -215,7 +216,7 @@ func (w *Workspace) Undo(ctx context.Context, ref string) (*UndoResult, error) {
 	}
 	if len(conflicts) > 0 {
 		return nil, &Error{Code: CodeTargetChanged,
-			Message:   fmt.Sprintf("%d path(s) written by %s changed since; undo would overwrite them, so nothing was changed; first: %s (%s)", len(conflicts), op.ID, conflicts[0].Path, conflicts[0].Kind),
+			Message:   fmt.Sprintf("%d path(s) written by %s changed since; undo would overwrite them, so nothing was changed; first: %s (%s)", len(conflicts), op.ID, quote.Path(conflicts[0].Path), conflicts[0].Kind),
 			Conflicts: conflicts}
 	}
 	res := &UndoResult{Undoes: op.ID}

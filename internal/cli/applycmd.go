@@ -8,6 +8,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/wtx-dev/wtx"
+	"github.com/wtx-dev/wtx/internal/quote"
 )
 
 func newDiffCommand(g *globals) *cobra.Command {
@@ -57,8 +58,9 @@ turns it off. Output to a pipe or a file is never paged.`,
 				if err != nil {
 					return err
 				}
-				return g.emit("diff", map[string]any{"tx": st.ID(), "changes": cs.Changes, "counts": cs.Counts,
-					"changeset_digest": cs.Digest, "special": orEmpty(cs.Special)})
+				f := map[string]any{"tx": st.ID(), "changes": cs.Changes, "counts": cs.Counts, "changeset_digest": cs.Digest}
+				putNames(f, "special", cs.Special)
+				return g.emit("diff", f)
 			}
 			opts := wtx.DiffOptions{Paths: paths, Color: g.color(), Binary: binaryFlag || !g.io.OutTTY, NumberHunks: numbered}
 			switch {
@@ -80,7 +82,7 @@ turns it off. Output to a pipe or a file is never paged.`,
 				return err
 			}
 			for _, p := range res.Unavailable {
-				fmt.Fprintf(g.io.Err, "wtx: %s: not shown: its workspace copy changed since the stage opened, so its base content is gone\n", p)
+				fmt.Fprintf(g.io.Err, "wtx: %s: not shown: its workspace copy changed since the stage opened, so its base content is gone\n", quote.Path(p))
 			}
 			return nil
 		},
@@ -156,16 +158,18 @@ EXIT STATUS
 				return err
 			}
 			if g.json {
-				return g.emit("apply", map[string]any{"tx": st.ID(), "op_id": res.OpID, "changes": orEmpty(res.Changes),
-					"counts": res.Counts, "changeset_digest": res.ChangesetDigest, "written": orEmpty(res.Written),
-					"already_applied": orEmpty(res.AlreadyApplied), "dry_run": res.DryRun, "settled": res.Settled,
-					"receipt": res.Receipt})
+				f := map[string]any{"tx": st.ID(), "op_id": res.OpID, "changes": orEmpty(res.Changes),
+					"counts": res.Counts, "changeset_digest": res.ChangesetDigest,
+					"dry_run": res.DryRun, "settled": res.Settled, "receipt": res.Receipt}
+				putNames(f, "written", res.Written)
+				putNames(f, "already_applied", res.AlreadyApplied)
+				return g.emit("apply", f)
 			}
 			switch {
 			case res.DryRun:
 				fmt.Fprintf(g.io.Out, "would write %d path(s) of %s:\n", len(res.Written), st.ID())
 				for _, p := range res.Written {
-					fmt.Fprintf(g.io.Out, "  %s\n", p)
+					fmt.Fprintf(g.io.Out, "  %s\n", quote.Path(p))
 				}
 			case res.OpID == "":
 				g.notice("wtx: nothing to apply from %s", st.ID())

@@ -14,6 +14,7 @@ import (
 	"golang.org/x/term"
 
 	"github.com/wtx-dev/wtx"
+	"github.com/wtx-dev/wtx/internal/quote"
 	"github.com/wtx-dev/wtx/internal/stage"
 )
 
@@ -122,21 +123,23 @@ func (g *globals) fail(command string, err error) int {
 	return code
 }
 
-// reportError writes e, its conflicts and its repairs to stderr.
+// reportError writes e, its conflicts and its repairs to stderr. Names in
+// messages are quoted where they are made; quote.Text is the net: nothing
+// in a message can break its line or drive the terminal.
 func (g *globals) reportError(e *wtx.Error) {
-	fmt.Fprintf(g.io.Err, "wtx: error: %s\n", e.Message)
+	fmt.Fprintf(g.io.Err, "wtx: error: %s\n", quote.Text(e.Message))
 	for _, c := range e.Conflicts {
-		line := fmt.Sprintf("  %s: %s", c.Path, c.Kind)
+		line := fmt.Sprintf("  %s: %s", quote.Path(c.Path), c.Kind)
 		if c.Detail != "" {
 			line += " (" + c.Detail + ")"
 		}
-		fmt.Fprintln(g.io.Err, line)
+		fmt.Fprintln(g.io.Err, quote.Text(line))
 	}
 	for _, r := range e.Repairs {
 		if r.Command != "" {
-			fmt.Fprintf(g.io.Err, "wtx: hint: %s: %s\n", r.Detail, r.Command)
+			fmt.Fprintf(g.io.Err, "wtx: hint: %s: %s\n", quote.Text(r.Detail), quote.Text(r.Command))
 		} else {
-			fmt.Fprintf(g.io.Err, "wtx: hint: %s\n", r.Detail)
+			fmt.Fprintf(g.io.Err, "wtx: hint: %s\n", quote.Text(r.Detail))
 		}
 	}
 }
@@ -208,7 +211,7 @@ func (g *globals) notice(format string, args ...any) {
 	if g.quiet || g.json {
 		return
 	}
-	fmt.Fprintf(g.io.Err, format+"\n", args...)
+	fmt.Fprintln(g.io.Err, quote.Text(fmt.Sprintf(format, args...)))
 }
 
 func newRootCommand(g *globals) *cobra.Command {

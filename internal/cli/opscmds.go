@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/wtx-dev/wtx"
+	"github.com/wtx-dev/wtx/internal/quote"
 )
 
 func newLogCommand(g *globals) *cobra.Command {
@@ -34,10 +35,12 @@ undone. 'wtx show OP' shows one as a diff; 'wtx undo OP' reverses it.`,
 				return err
 			}
 			if g.json {
-				return g.emit("log", map[string]any{"workspace": ws.Path(), "ops": orEmpty(ops)})
+				f := map[string]any{"ops": orEmpty(ops)}
+				putName(f, "workspace", ws.Path())
+				return g.emit("log", f)
 			}
 			if len(ops) == 0 {
-				g.notice("wtx: no ops in %s yet", ws.Path())
+				g.notice("wtx: no ops in %s yet", quote.Path(ws.Path()))
 				return nil
 			}
 			tw := tabwriter.NewWriter(g.io.Out, 0, 4, 2, ' ', 0)
@@ -107,7 +110,9 @@ listed (exit 2).`,
 				return err
 			}
 			if g.json {
-				return g.emit("undo", map[string]any{"op_id": res.OpID, "undoes": res.Undoes, "written": res.Written, "receipt": res.Receipt})
+				f := map[string]any{"op_id": res.OpID, "undoes": res.Undoes, "receipt": res.Receipt}
+				putNames(f, "written", res.Written)
+				return g.emit("undo", f)
 			}
 			if res.OpID == "" {
 				g.notice("wtx: every path of %s already holds what it held before; nothing to undo", res.Undoes)
@@ -160,7 +165,7 @@ the crash as they are; their earlier content stays in the blob store.`,
 				fmt.Fprintf(g.io.Out, "finished %s\n", op)
 			}
 			for _, k := range res.Kept {
-				fmt.Fprintf(g.io.Out, "kept %s as it is (%s)\n", k.Path, k.Detail)
+				fmt.Fprintf(g.io.Out, "kept %s as it is (%s)\n", quote.Path(k.Path), k.Detail)
 			}
 			return nil
 		},

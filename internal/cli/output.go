@@ -5,6 +5,7 @@ import (
 	"io"
 
 	"github.com/wtx-dev/wtx"
+	"github.com/wtx-dev/wtx/internal/jsonname"
 )
 
 // envelope is every --json answer: schema_version, status, command, then
@@ -73,4 +74,24 @@ func structFields(v any) (map[string]any, error) {
 		return nil, err
 	}
 	return m, nil
+}
+
+// putName sets fields[key] to a name as JSON carries it (the name, or its
+// quoted form when it is not valid UTF-8) and then fields[key+"_b64"] to
+// its exact bytes (internal/jsonname). Every name an answer holds outside
+// the wtx types (which encode themselves) goes through putName or putNames.
+func putName(fields map[string]any, key, name string) {
+	fields[key] = jsonname.Text(name)
+	if b := jsonname.B64(name); b != "" {
+		fields[key+"_b64"] = b
+	}
+}
+
+// putNames is putName for a list (never null): key+"_b64" holds every
+// member when any is not valid UTF-8.
+func putNames(fields map[string]any, key string, names []string) {
+	fields[key] = orEmpty(jsonname.Texts(names))
+	if b := jsonname.B64s(names); b != nil {
+		fields[key+"_b64"] = b
+	}
 }

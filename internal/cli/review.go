@@ -15,6 +15,7 @@ import (
 	"golang.org/x/term"
 
 	"github.com/wtx-dev/wtx"
+	"github.com/wtx-dev/wtx/internal/quote"
 )
 
 // reviewStage is what the review needs of a stage; *wtx.Stage has it.
@@ -207,9 +208,9 @@ func (m reviewModel) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 
 func errMessage(err error) string {
 	if e, ok := err.(*wtx.Error); ok {
-		return e.Message
+		return quote.Text(e.Message)
 	}
-	return err.Error()
+	return quote.Text(err.Error())
 }
 
 func (m reviewModel) key(k tea.KeyPressMsg) (tea.Model, tea.Cmd) {
@@ -537,7 +538,7 @@ func (m reviewModel) listView() string {
 		if f.Unavailable {
 			note = strings.TrimSpace(note + "  (base content gone: changed in the workspace)")
 		}
-		line := fmt.Sprintf("%s %s %s", box, letter, f.Change.Path)
+		line := fmt.Sprintf("%s %s %s", box, letter, quote.Path(f.Change.Path))
 		if note != "" {
 			line += "  " + note
 		}
@@ -560,7 +561,7 @@ func describe(c wtx.Change) (string, string, lipgloss.Style) {
 	case "added":
 		note := c.Type
 		if c.Type == "symlink" {
-			note = "symlink → " + c.Target
+			note = "symlink → " + quote.Path(c.Target)
 		}
 		return "A", note, styleAdded
 	case "deleted":
@@ -581,7 +582,7 @@ func describe(c wtx.Change) (string, string, lipgloss.Style) {
 		notes = append(notes, fmt.Sprintf("%s %s → %s", what, b.Mode, c.Mode))
 	}
 	if b != nil && c.Type == "symlink" && b.Type == "symlink" && b.Target != c.Target {
-		notes = append(notes, "link target "+b.Target+" → "+c.Target)
+		notes = append(notes, "link target "+quote.Path(b.Target)+" → "+quote.Path(c.Target))
 	}
 	style := styleModified
 	if letter == "T" {

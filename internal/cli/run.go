@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/wtx-dev/wtx"
+	"github.com/wtx-dev/wtx/internal/quote"
 )
 
 func newRunCommand(g *globals) *cobra.Command {
@@ -117,9 +118,10 @@ func runRun(ctx context.Context, g *globals, begin wtx.BeginOptions, tx string, 
 	fields := map[string]any{
 		"tx": st.ID(), "exit_code": res.ExitCode, "backend": st.Backend(),
 		"changes": res.Changes.Changes, "counts": res.Changes.Counts, "changeset_digest": res.Changes.Digest,
-		"special": orEmpty(res.Changes.Special), "left_out": res.Changes.LeftOut, "receipt": res.Receipt,
+		"left_out": res.Changes.LeftOut, "receipt": res.Receipt,
 		"not_transactional": res.Receipt.NotTransactional, "settled": res.Settled,
 	}
+	putNames(fields, "special", res.Changes.Special)
 	if res.Signal != "" {
 		fields["signal"] = res.Signal
 	}
@@ -140,9 +142,9 @@ func runRun(ctx context.Context, g *globals, begin wtx.BeginOptions, tx string, 
 				return err
 			}
 			fields["dropped"] = true
-			g.notice("wtx: %s exited %d; dropped stage %s, the workspace is unchanged", argv[0], res.ExitCode, st.ID())
+			g.notice("wtx: %s exited %d; dropped stage %s, the workspace is unchanged", quote.Path(argv[0]), res.ExitCode, st.ID())
 		} else {
-			g.notice("wtx: %s exited %d and changed nothing; stage %s is settled as empty", argv[0], res.ExitCode, st.ID())
+			g.notice("wtx: %s exited %d and changed nothing; stage %s is settled as empty", quote.Path(argv[0]), res.ExitCode, st.ID())
 		}
 	}
 	fields["state"] = st.State()
@@ -234,7 +236,7 @@ func printRunSummary(g *globals, st *wtx.Stage, res *wtx.RunResult) {
 		fmt.Fprintf(w, "  %s %s%s\n", actionLetter(ch), displayPath(ch), reservedNote(ch.Path))
 	}
 	for _, p := range res.Changes.Special {
-		fmt.Fprintf(w, "  ! %s (FIFO, socket or device: never applied)\n", p)
+		fmt.Fprintf(w, "  ! %s (FIFO, socket or device: never applied)\n", quote.Path(p))
 	}
 	printLeftOut(g, res.Changes)
 	fmt.Fprintf(w, "wtx: not transactional: %s\n", joinList(res.Receipt.NotTransactional))
@@ -256,20 +258,32 @@ func actionLetter(ch wtx.Change) string {
 	return "M"
 }
 
+// displayPath is a change's path for a listing, quoted as git quotes it
+// (I-007): a name can never split or rewrite its line.
 func displayPath(ch wtx.Change) string {
 	t := ch.Type
 	if t == "" && ch.Before != nil {
 		t = ch.Before.Type
 	}
+	p := quote.Path(ch.Path)
 	switch t {
 	case "dir":
-		return ch.Path + "/"
+		return p + "/"
 	case "symlink":
 		if ch.Target != "" {
-			return ch.Path + " -> " + ch.Target
+			return p + " -> " + quote.Path(ch.Target)
 		}
 	}
-	return ch.Path
+	return p
+}
+
+// quoteAll quotes every name of a list for a listing.
+func quoteAll(names []string) []string {
+	out := make([]string, len(names))
+	for i, n := range names {
+		out[i] = quote.Path(n)
+	}
+	return out
 }
 
 func joinList(items []string) string {

@@ -8,6 +8,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/wtx-dev/wtx"
+	"github.com/wtx-dev/wtx/internal/quote"
 )
 
 func newBeginCommand(g *globals) *cobra.Command {
@@ -101,10 +102,12 @@ empty) are shown with --all.`,
 				rows = append(rows, r)
 			}
 			if g.json {
-				return g.emit("list", map[string]any{"workspace": ws.Path(), "stages": rows})
+				fields := map[string]any{"stages": rows}
+				putName(fields, "workspace", ws.Path())
+				return g.emit("list", fields)
 			}
 			if len(rows) == 0 {
-				g.notice("wtx: no open stages in %s", ws.Path())
+				g.notice("wtx: no open stages in %s", quote.Path(ws.Path()))
 				return nil
 			}
 			tw := tabwriter.NewWriter(g.io.Out, 0, 4, 2, ' ', 0)
@@ -196,10 +199,10 @@ may be left out when the workspace has exactly one open stage.`,
 				fmt.Fprintf(w, "         %s skipped: %s\n", sk.Backend, sk.Reason)
 			}
 			if len(s.Exclude) > 0 {
-				fmt.Fprintf(w, "exclude  %s\n", joinList(s.Exclude))
+				fmt.Fprintf(w, "exclude  %s\n", joinList(quoteAll(s.Exclude)))
 			}
 			if len(s.Protect) > 0 {
-				fmt.Fprintf(w, "protect  %s\n", joinList(s.Protect))
+				fmt.Fprintf(w, "protect  %s\n", joinList(quoteAll(s.Protect)))
 			}
 			fmt.Fprintf(w, "changes  %d added, %d modified, %d deleted\ndigest   %s\n", s.Counts.Added, s.Counts.Modified, s.Counts.Deleted, s.ChangesetDigest)
 			drift := map[string]string{}
@@ -215,11 +218,11 @@ may be left out when the workspace has exactly one open stage.`,
 			}
 			for _, d := range s.Drift {
 				if _, inChanges := findChange(s.Changes, d.Path); !inChanges {
-					fmt.Fprintf(w, "  ! %s   [drift: %s]\n", d.Path, d.Kind)
+					fmt.Fprintf(w, "  ! %s   [drift: %s]\n", quote.Path(d.Path), d.Kind)
 				}
 			}
 			for _, p := range s.Special {
-				fmt.Fprintf(w, "  ! %s (FIFO, socket or device: never applied)\n", p)
+				fmt.Fprintf(w, "  ! %s (FIFO, socket or device: never applied)\n", quote.Path(p))
 			}
 			if len(s.Ops) > 0 {
 				fmt.Fprintf(w, "ops      %s\n", joinList(s.Ops))

@@ -4,11 +4,11 @@ import (
 	"fmt"
 	"io"
 	"strconv"
-	"unicode/utf8"
 
 	"github.com/spf13/cobra"
 
 	"github.com/wtx-dev/wtx"
+	"github.com/wtx-dev/wtx/internal/quote"
 )
 
 // stageFor opens the workspace and finds stage tx (or the only open one).
@@ -26,7 +26,9 @@ func (g *globals) stageFor(c *cobra.Command, tx string) (*wtx.Workspace, *wtx.St
 }
 
 func fileResultFields(st *wtx.Stage, r *wtx.FileResult) map[string]any {
-	return map[string]any{"tx": st.ID(), "tx_op": r.TxOp, "path": r.Path, "digest": r.Digest, "size": r.Size, "before": r.Before}
+	f := map[string]any{"tx": st.ID(), "tx_op": r.TxOp, "digest": r.Digest, "size": r.Size, "before": r.Before}
+	putName(f, "path", r.Path)
+	return f
 }
 
 func newReadCommand(g *globals) *cobra.Command {
@@ -54,11 +56,7 @@ carries the digest to pass to 'wtx write --expect-hash'.`,
 			}
 			if g.json {
 				f := fileResultFields(st, r)
-				if utf8.Valid(r.Content) {
-					f["content"] = string(r.Content)
-				} else {
-					f["content_base64"] = r.Content
-				}
+				putName(f, "content", string(r.Content))
 				return g.emit("read", f)
 			}
 			_, err = g.io.Out.Write(r.Content)
@@ -189,9 +187,9 @@ func (g *globals) fileOpDone(command string, st *wtx.Stage, r *wtx.FileResult) e
 	}
 	switch command {
 	case "rm":
-		g.notice("wtx: op %d of %s: removed %s", r.TxOp, st.ID(), r.Path)
+		g.notice("wtx: op %d of %s: removed %s", r.TxOp, st.ID(), quote.Path(r.Path))
 	default:
-		g.notice("wtx: op %d of %s: %s %s (%s)", r.TxOp, st.ID(), command, r.Path, r.Digest)
+		g.notice("wtx: op %d of %s: %s %s (%s)", r.TxOp, st.ID(), command, quote.Path(r.Path), r.Digest)
 	}
 	return nil
 }
@@ -221,16 +219,19 @@ the same lines refuse. If any drifted path cannot be carried, nothing changes.`,
 				return err
 			}
 			if g.json {
-				return g.emit("rebase", map[string]any{"tx": st.ID(), "rebased": r.Rebased, "merged": r.Merged})
+				f := map[string]any{"tx": st.ID()}
+				putNames(f, "rebased", r.Rebased)
+				putNames(f, "merged", r.Merged)
+				return g.emit("rebase", f)
 			}
 			if len(r.Rebased)+len(r.Merged) == 0 {
 				g.notice("wtx: nothing of %s drifted; nothing to rebase", st.ID())
 			}
 			for _, p := range r.Rebased {
-				fmt.Fprintf(g.io.Out, "rebased %s\n", p)
+				fmt.Fprintf(g.io.Out, "rebased %s\n", quote.Path(p))
 			}
 			for _, p := range r.Merged {
-				fmt.Fprintf(g.io.Out, "merged %s\n", p)
+				fmt.Fprintf(g.io.Out, "merged %s\n", quote.Path(p))
 			}
 			return nil
 		},
@@ -267,7 +268,9 @@ they touched gets back its staged state from before op N.`,
 				return err
 			}
 			if g.json {
-				return g.emit("drop-op", map[string]any{"tx": st.ID(), "from": n, "restored": restored})
+				f := map[string]any{"tx": st.ID(), "from": n}
+				putNames(f, "restored", restored)
+				return g.emit("drop-op", f)
 			}
 			g.notice("wtx: dropped ops %d and later of %s; restored %d path(s)", n, st.ID(), len(restored))
 			return nil
@@ -292,7 +295,10 @@ func newBatchCommand(g *globals) *cobra.Command {
   {"command":"rm","path":"c.txt"}
   {"command":"read","path":"d.txt"}
 
-("expect_hash" may guard any of them). All run in one new stage, which is then
+("expect_hash" may guard any of them). Names are bytes: a path or text that is
+not valid UTF-8 goes in "path_b64", "content_b64", "old_b64" or "new_b64"
+(standard base64) instead; a JSON string that is not valid UTF-8 is refused
+(usage.invalid), never substituted. All run in one new stage, which is then
 applied: either every command lands or none does. On a failure the answer is the
 first failure's error code, and the workspace is untouched.`,
 		Args: cobra.NoArgs,

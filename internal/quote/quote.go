@@ -5,7 +5,10 @@
 // one into text a person or a listing can show without being fooled by it.
 package quote
 
-import "strings"
+import (
+	"strings"
+	"unicode/utf8"
+)
 
 // Needs reports whether Path would quote name.
 func Needs(name string) bool {
@@ -115,4 +118,46 @@ func Unquote(s string) (name string, ok bool) {
 		}
 	}
 	return string(b), true
+}
+
+// Text makes free text (a message that may hold names) safe to print on a
+// terminal: every control character (newline included), DEL, C1 control and
+// byte that is not valid UTF-8 is written as an octal escape; printable
+// text, UTF-8 included, is left as it is. It is the net under messages; the
+// names inside them should already be quoted by Path.
+func Text(s string) string {
+	clean := true
+	for i := 0; i < len(s); {
+		r, size := utf8.DecodeRuneInString(s[i:])
+		if unsafeRune(r, size) {
+			clean = false
+			break
+		}
+		i += size
+	}
+	if clean {
+		return s
+	}
+	var sb strings.Builder
+	for i := 0; i < len(s); {
+		r, size := utf8.DecodeRuneInString(s[i:])
+		if !unsafeRune(r, size) {
+			sb.WriteString(s[i : i+size])
+			i += size
+			continue
+		}
+		for _, c := range []byte(s[i : i+size]) {
+			sb.WriteByte('\\')
+			sb.WriteByte('0' + c>>6)
+			sb.WriteByte('0' + (c>>3)&7)
+			sb.WriteByte('0' + c&7)
+		}
+		i += size
+	}
+	return sb.String()
+}
+
+func unsafeRune(r rune, size int) bool {
+	return r == utf8.RuneError && size == 1 || r < 0x20 || r == 0x7f || r >= 0x80 && r < 0xa0 ||
+		r == 0x2028 || r == 0x2029 || (r >= 0x202a && r <= 0x202e) || (r >= 0x2066 && r <= 0x2069)
 }

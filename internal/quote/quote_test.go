@@ -52,3 +52,18 @@ func TestUnquoteRejects(t *testing.T) {
 		}
 	}
 }
+
+func TestText(t *testing.T) {
+	for _, tt := range []struct{ in, want string }{
+		{"plain – café …", "plain – café …"},
+		{"a\nb", `a\012b`},
+		{"esc\x1b[2K", `esc\033[2K`},
+		{"bad\xff", `bad\377`},
+		{"c1\u009b", `c1\302\233`},
+		{"rlo\u202e", `rlo\342\200\256`},
+	} {
+		if got := Text(tt.in); got != tt.want {
+			t.Errorf("Text(%q) = %s, want %s", tt.in, got, tt.want)
+		}
+	}
+}

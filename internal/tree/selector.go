@@ -2,13 +2,13 @@ package tree
 
 import (
 	"fmt"
-	"path"
 	"strings"
 )
 
 // Selector picks workspace paths. It is a slash-separated path relative to
 // the workspace root whose components may use the wildcards *, ? and [...]
-// (matching within one component, as path.Match) and whose whole components
+// (matching within one component, with path.Match's syntax but on bytes:
+// see globMatch) and whose whole components
 // may be ** (any number of components, including none). A selector that
 // matches a directory covers everything beneath it.
 type Selector struct {
@@ -37,7 +37,7 @@ func ParseSelector(s string) (Selector, error) {
 		if p == "**" {
 			continue
 		}
-		if _, err := path.Match(p, ""); err != nil {
+		if _, err := globMatch(p, ""); err != nil {
 			return Selector{}, fmt.Errorf("selector %q: bad pattern %q", s, p)
 		}
 	}
@@ -72,7 +72,7 @@ func matchPrefix(pat, comps []string) bool {
 	if len(comps) == 0 {
 		return false
 	}
-	ok, _ := path.Match(pat[0], comps[0])
+	ok, _ := globMatch(pat[0], comps[0])
 	return ok && matchPrefix(pat[1:], comps[1:])
 }
 
