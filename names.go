@@ -459,7 +459,7 @@ func shellQuote(s string) string {
 	plain := s != ""
 	for i := 0; i < len(s); i++ {
 		c := s[i]
-		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || strings.IndexByte("-_./+,:@%", c) >= 0) {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || strings.IndexByte("-_./+=,:@%", c) >= 0) {
 			plain = false
 			break
 		}
