@@ -633,4 +633,3 @@ func findTemps(root string, limit int) []string {
 	})
 	return out
 }
-
