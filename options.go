@@ -17,6 +17,10 @@ type Options struct {
 	Logger *slog.Logger
 	// Now returns the current time; nil means time.Now.
 	Now func() time.Time
+	// InStage is what the environment says about a stage the caller runs
+	// in (WTX_TX, WTX_WORKSPACE); Open refuses a workspace inside a stage
+	// (precondition.inside-stage), which it also finds without it.
+	InStage InStage
 	// NoRecover skips the recovery of interrupted applies that Open
 	// otherwise runs first (for a caller that recovers explicitly).
 	NoRecover bool

@@ -52,6 +52,9 @@ func Open(ctx context.Context, dir string, opts Options) (*Workspace, error) {
 	if err != nil {
 		return nil, AsError(err)
 	}
+	if err := checkInsideStage(path, stateDir, opts.InStage); err != nil {
+		return nil, err
+	}
 	if within(stateDir, path) {
 		return nil, &Error{Code: CodeStateInWorkspace,
 			Message: fmt.Sprintf("state root %s is inside the workspace %s: wtx never writes into the workspace; set WTX_STATE_DIR to a directory outside it", stateDir, path)}

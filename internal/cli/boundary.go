@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 
@@ -37,4 +38,17 @@ func reservedNote(p string) string {
 		}
 	}
 	return ""
+}
+
+// withHints adds the command line's own repairs to an error from the
+// library, whose messages name no flags.
+func withHints(e *wtx.Error) *wtx.Error {
+	var ie *wtx.InsideStageError
+	if e.Code != wtx.CodeInsideStage || !errors.As(e, &ie) {
+		return e
+	}
+	out := *e
+	out.Repairs = append(append([]wtx.Repair(nil), e.Repairs...),
+		wtx.Repair{Action: "leave-stage", Detail: "leave the stage's shell or let its 'wtx run' end, then act on the stage from outside", Command: "wtx status " + ie.Tx})
+	return &out
 }

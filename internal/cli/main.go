@@ -100,6 +100,7 @@ func (g *globals) fail(command string, err error) int {
 			e = wtx.AsError(err)
 		}
 	}
+	e = withHints(e)
 	code := e.ExitCode()
 	if g.runCommand {
 		switch e.Code {
@@ -186,7 +187,8 @@ func (g *globals) open(ctx context.Context) (*wtx.Workspace, error) {
 	if err != nil {
 		return nil, err
 	}
-	ws, err := wtx.Open(ctx, dir, wtx.Options{StateDir: sd, Home: g.home(), NoRecover: g.noRecover})
+	ws, err := wtx.Open(ctx, dir, wtx.Options{StateDir: sd, Home: g.home(), NoRecover: g.noRecover,
+		InStage: wtx.InStage{Tx: g.getenv("WTX_TX"), Workspace: g.getenv("WTX_WORKSPACE")}})
 	if err != nil {
 		return nil, err
 	}

@@ -51,7 +51,8 @@ or in a JSON configuration:
 				return err
 			}
 			ws.Close()
-			cfg := mcpserve.Config{Dir: dir, Options: wtx.Options{StateDir: sd, Home: g.home()}, Version: Version}
+			cfg := mcpserve.Config{Dir: dir, Options: wtx.Options{StateDir: sd, Home: g.home(),
+				InStage: wtx.InStage{Tx: g.getenv("WTX_TX"), Workspace: g.getenv("WTX_WORKSPACE")}}, Version: Version}
 			in, out := readCloser(g.io.In), writeCloser(g.io.Out)
 			return mcpserve.Serve(c.Context(), cfg, in, out)
 		},

@@ -80,8 +80,11 @@ func enterView(s *nsSpec) error {
 			return fmt.Errorf("share %s: %w", rel, err)
 		}
 	}
+	// An excluded path may have changed type since it was listed: a file
+	// that is now a directory is hidden as a directory (it is listed as
+	// one too), a directory that is now a file is removed from the view.
 	for _, rel := range s.HideFiles {
-		if err := unix.Unlink(filepath.Join(s.Merged, rel)); err != nil && !errors.Is(err, unix.ENOENT) {
+		if err := unix.Unlink(filepath.Join(s.Merged, rel)); err != nil && !errors.Is(err, unix.ENOENT) && !errors.Is(err, unix.EISDIR) {
 			return fmt.Errorf("exclude %s: %w", rel, err)
 		}
 	}
@@ -90,7 +93,11 @@ func enterView(s *nsSpec) error {
 		if err := os.Mkdir(backing, 0o755); err != nil && !errors.Is(err, os.ErrExist) {
 			return fmt.Errorf("exclude %s: %w", rel, err)
 		}
-		if err := unix.Mount(backing, filepath.Join(s.Merged, rel), "", unix.MS_BIND, ""); err != nil && !errors.Is(err, unix.ENOENT) {
+		err := unix.Mount(backing, filepath.Join(s.Merged, rel), "", unix.MS_BIND, "")
+		if errors.Is(err, unix.ENOTDIR) {
+			err = unix.Unlink(filepath.Join(s.Merged, rel))
+		}
+		if err != nil && !errors.Is(err, unix.ENOENT) && !errors.Is(err, unix.ENOTDIR) {
 			return fmt.Errorf("exclude %s: %w", rel, err)
 		}
 	}

@@ -224,6 +224,9 @@ func (v *overlayView) Prepare(cmd *exec.Cmd, opts RunOptions) error {
 		cwd = filepath.Join(v.cfg.Workspace, cwd)
 	}
 	spec := v.spec()
+	if err := v.refreshHidden(context.Background(), &spec); err != nil {
+		return err
+	}
 	spec.ReadOnly, spec.NoNetwork = opts.ReadOnly, opts.NoNetwork
 	spec.Cwd, spec.Path, spec.Args = cwd, cmd.Path, cmd.Args
 	if len(spec.Args) == 0 {

@@ -1,0 +1,117 @@
+package wtx
+
+import (
+	"bufio"
+	"os"
+	"strings"
+)
+
+// stageOfMount returns the stage whose overlay view is mounted at path or
+// at a directory above it: /proc/self/mountinfo lists, for an overlay
+// mount, the upper directory it was given, which for a stage's view is its
+// upper directory in the state root. It also finds a bind mount of a stage
+// directory (a view bound over the workspace's path). "" when path is on no
+// such mount, or mountinfo cannot be read.
+func stageOfMount(path, stateDir string) string {
+	f, err := os.Open("/proc/self/mountinfo")
+	if err != nil {
+		return "" // no /proc: the other checks still hold
+	}
+	defer f.Close()
+	return stageOfMountinfo(bufio.NewScanner(f), path, stateDir)
+}
+
+func stageOfMountinfo(sc *bufio.Scanner, path, stateDir string) string {
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		m, ok := parseMountinfo(sc.Text())
+		if !ok || !within(path, m.point) {
+			continue
+		}
+		if m.fstype == "overlay" {
+			if tx := stageOfUpper(m.opt("upperdir"), stateDir); tx != "" {
+				return tx
+			}
+		}
+		// A stage's directory bound over a path (an excluded directory's
+		// backing, a view bound over the workspace).
+		if loc := stageDirRE.FindStringSubmatch(m.root); loc != nil {
+			return loc[2]
+		}
+	}
+	return ""
+}
+
+type mountInfo struct {
+	root, point, fstype string
+	super               []string
+}
+
+func (m *mountInfo) opt(name string) string {
+	for _, o := range m.super {
+		if v, ok := strings.CutPrefix(o, name+"="); ok {
+			return unescapeOverlayOpt(unescapeMountinfo(v))
+		}
+	}
+	return ""
+}
+
+// parseMountinfo splits one line of /proc/self/mountinfo:
+//
+//	36 35 98:0 /root /mnt rw,noatime master:1 - ext3 /dev/root rw,errors=continue
+//
+// root and mount point are octal-escaped (\040 for a space); the super
+// options are split on their unescaped commas.
+func parseMountinfo(line string) (mountInfo, bool) {
+	fields := strings.Split(line, " ")
+	sep := -1
+	for i := 6; i < len(fields); i++ {
+		if fields[i] == "-" {
+			sep = i
+			break
+		}
+	}
+	if sep < 0 || sep+1 >= len(fields) {
+		return mountInfo{}, false
+	}
+	m := mountInfo{root: unescapeMountinfo(fields[3]), point: unescapeMountinfo(fields[4]), fstype: fields[sep+1]}
+	if sep+3 < len(fields) {
+		m.super = strings.Split(fields[sep+3], ",")
+	}
+	return m, true
+}
+
+// unescapeMountinfo undoes the kernel's octal escapes (\ooo).
+func unescapeMountinfo(s string) string {
+	if !strings.Contains(s, `\`) {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if s[i] == '\\' && i+3 < len(s) && isOctal(s[i+1]) && isOctal(s[i+2]) && isOctal(s[i+3]) {
+			b.WriteByte((s[i+1]-'0')<<6 | (s[i+2]-'0')<<3 | (s[i+3] - '0'))
+			i += 3
+			continue
+		}
+		b.WriteByte(s[i])
+	}
+	return b.String()
+}
+
+func isOctal(c byte) bool { return c >= '0' && c <= '7' }
+
+// unescapeOverlayOpt undoes the backslash escapes with which a layer's path
+// is given to overlayfs (\, \: \\).
+func unescapeOverlayOpt(s string) string {
+	if !strings.Contains(s, `\`) {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if s[i] == '\\' && i+1 < len(s) {
+			i++
+		}
+		b.WriteByte(s[i])
+	}
+	return b.String()
+}
