@@ -5,6 +5,10 @@
 //	WTX_FAILPOINT=N          crash (SIGKILL itself) at the N-th point hit
 //	WTX_FAILPOINT=name       crash at the first point with that name
 //	WTX_FAILPOINT_COUNT=FILE append one line per point hit to FILE
+//	WTX_FAILPOINT_PAUSE=name:DUR
+//	                         sleep DUR at every hit of the point name (to
+//	                         widen a window a concurrent process must not
+//	                         slip into)
 //	WTX_FAILPOINT_ACTION=shutdown:DIR
 //	                         before crashing, shut down DIR's filesystem
 //	                         without a log flush (Linux; a power-cut stand-in)

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 	"syscall"
+	"time"
 )
 
 // Enabled reports whether this build arms failpoints.
@@ -33,6 +34,13 @@ func Hit(name string) {
 			out.Close()
 		}
 	}
+	if p := os.Getenv("WTX_FAILPOINT_PAUSE"); p != "" {
+		if i := strings.LastIndexByte(p, ':'); i > 0 && p[:i] == name {
+			if dur, err := time.ParseDuration(p[i+1:]); err == nil {
+				time.Sleep(dur)
+			}
+		}
+	}
 	arm := os.Getenv("WTX_FAILPOINT")
 	if arm == "" {
 		return
@@ -51,7 +59,8 @@ func Hit(name string) {
 // Disabled reports whether WTX_DISABLE (a comma-separated list) switches off
 // protection, for the negative controls of the crash harnesses: "fsync"
 // makes every wtx fsync a no-op, "journal" skips the write-ahead journal,
-// "cas" skips the compare-and-swap check of an apply.
+// "cas" skips the compare-and-swap check of an apply, "store-lock" the blob
+// store lock (gc then sweeps what writers hold unrecorded).
 func Disabled(protection string) bool {
 	for _, p := range strings.Split(os.Getenv("WTX_DISABLE"), ",") {
 		if p == protection {
