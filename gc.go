@@ -3,13 +3,18 @@ package wtx
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
+	"path/filepath"
 	"sort"
 	"strings"
 	"time"
 
 	"github.com/wtx-dev/wtx/internal/blob"
+	"github.com/wtx-dev/wtx/internal/failpoint"
+	"github.com/wtx-dev/wtx/internal/journal"
 	"github.com/wtx-dev/wtx/internal/tree"
 )
 
@@ -44,12 +49,27 @@ type GCResult struct {
 
 // GC removes the state of settled stages older than opts.OlderThan and the
 // blobs that nothing references any more. It never touches an open stage.
-// The blob store is shared by every workspace of the state root, so a blob
-// is kept while any of them references it: an open or retained stage's
-// base manifest, a per-file op or read of any stage, or (unless
-// PruneHistory) any op's pre- or post-image. GC holds the workspace lock.
+//
+// The blob store is shared by every workspace of the state root, so what
+// a blob is needed for is a question about all of them:
+//
+//   - the database of the state root holds every workspace's records: a
+//     blob is kept while any workspace's open or retained stage's base
+//     manifest, per-file op or read names it, or (unless PruneHistory) any
+//     op's pre- or post-image, which undo needs;
+//   - the journals of every workspace (STATE/workspaces/*/journal) name the
+//     pre- and post-images of applies that are in flight or were
+//     interrupted, which recovery needs; a journal gc cannot read stops
+//     the sweep (io.corrupt) rather than guess;
+//   - blobs written but not yet recorded anywhere are protected by the
+//     blob store's lock: their writers hold it shared (see lock), and the
+//     sweep (references and removals) runs with it held exclusively.
+//
+// Blobs younger than min(OlderThan, BlobGrace) are kept besides; storing
+// content again refreshes its blob, so the grace covers reused blobs too.
+// GC holds its workspace's lock while it removes stage state.
 func (w *Workspace) GC(ctx context.Context, opts GCOptions) (*GCResult, error) {
-	unlock, err := w.lock(ctx)
+	unlock, err := w.lockWorkspace(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -74,8 +94,19 @@ func (w *Workspace) GC(ctx context.Context, opts GCOptions) (*GCResult, error) {
 			removeStageDir(dir)
 		}
 	}
+	sort.Strings(res.Stages)
+	if !failpoint.Disabled("store-lock") {
+		release, err := w.blobs.Lock(ctx, blob.Exclusive, time.Now().Add(lockWait))
+		if err != nil {
+			return nil, storeLockError(err)
+		}
+		defer release()
+	}
 	refs, err := w.blobRefs(ctx, opts.PruneHistory)
 	if err != nil {
+		return nil, err
+	}
+	if err := w.journalRefs(refs); err != nil {
 		return nil, err
 	}
 	grace := min(opts.OlderThan, BlobGrace)
@@ -91,13 +122,52 @@ func (w *Workspace) GC(ctx context.Context, opts GCOptions) (*GCResult, error) {
 		if opts.DryRun {
 			return nil
 		}
-		return w.blobs.Remove(d)
+		if err := w.blobs.Remove(d); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return err
+		}
+		return nil
 	})
 	if err != nil {
 		return nil, AsError(fmt.Errorf("gc %s: %w", w.stateDir, err))
 	}
-	sort.Strings(res.Stages)
 	return res, nil
+}
+
+// journalRefs adds the file images of every journal of every workspace of
+// the state root: the pre-images an interrupted apply's rollback restores
+// and the contents its roll-forward keeps. A journal that is there but
+// cannot be read is an error: what it needs is unknown.
+func (w *Workspace) journalRefs(refs map[string]bool) error {
+	dirs, err := filepath.Glob(filepath.Join(w.stateDir, "workspaces", "*", "journal"))
+	if err != nil {
+		return AsError(err)
+	}
+	for _, dir := range dirs {
+		ops, err := journal.Pending(dir)
+		if err != nil {
+			return AsError(fmt.Errorf("gc: list journals in %s: %w", dir, err))
+		}
+		for _, op := range ops {
+			j, _, err := journal.Load(dir, op)
+			if errors.Is(err, fs.ErrNotExist) {
+				continue // never written: the workspace was not touched
+			}
+			if err != nil {
+				return &Error{Code: CodeCorrupt, Err: err,
+					Message: fmt.Sprintf("gc: the journal of %s in %s cannot be read (%v); no blob is removed while what it needs is unknown", op, dir, err),
+					Repairs: []Repair{{Action: "recover", Detail: "recover the workspace the journal belongs to, then collect again", Command: "wtx recover"}}}
+			}
+			for _, r := range j.Records {
+				for _, e := range []*tree.Entry{r.Step.Old, r.Step.New} {
+					if e != nil && e.Digest != "" {
+						refs[e.Digest] = true
+					}
+				}
+			}
+			collectDigests(j.Body, refs)
+		}
+	}
+	return nil
 }
 
 // blobRefs collects every digest that some record of the state root still

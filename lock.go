@@ -9,6 +9,9 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/wtx-dev/wtx/internal/blob"
+	"github.com/wtx-dev/wtx/internal/failpoint"
 )
 
 // lockWait bounds how long a command waits for another wtx process to
@@ -17,8 +20,38 @@ const lockWait = 60 * time.Second
 
 // lock takes the workspace lock: a kernel flock on a file in the state root
 // that is never deleted, so a killed holder never leaves it stale. It
-// returns a function that releases it.
+// returns a function that releases it. With the workspace lock it takes
+// the blob store's lock shared: whatever runs under the workspace lock may
+// write blobs that no record names yet (an apply's payloads and
+// pre-images, a per-file op's contents), and the shared lock keeps a
+// collection (gc, of any workspace of the state root) from sweeping them
+// until their record is written or they are abandoned.
 func (w *Workspace) lock(ctx context.Context) (func(), error) {
+	unlock, err := w.lockWorkspace(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if failpoint.Disabled("store-lock") {
+		return unlock, nil // negative control: gc may sweep what is in flight
+	}
+	release, err := w.blobs.Lock(ctx, blob.Shared, time.Now().Add(lockWait))
+	if err != nil {
+		unlock()
+		return nil, storeLockError(err)
+	}
+	return func() { release(); unlock() }, nil
+}
+
+// storeLockError reports a failure to take the blob store lock.
+func storeLockError(err error) error {
+	if errors.Is(err, blob.ErrLockTimeout) {
+		return &Error{Code: CodeLocked, Message: "the blob store shared by every workspace of this state root is busy (a gc or an apply of another workspace)", Err: err}
+	}
+	return AsError(err)
+}
+
+// lockWorkspace takes the workspace lock alone.
+func (w *Workspace) lockWorkspace(ctx context.Context) (func(), error) {
 	p := filepath.Join(w.workspaceStateDir(), "lock")
 	f, err := os.OpenFile(p, os.O_RDWR|os.O_CREATE, 0o600)
 	if err != nil {
