@@ -17,9 +17,13 @@ import (
 var NotTransactional = []string{
 	"network calls",
 	"databases and other services",
-	"processes started by the command that outlive it",
+	NotOutliving,
 	"writes to paths outside the workspace",
 }
+
+// NotOutliving is the item of NotTransactional that a run's receipt drops
+// when every process the command started was stopped with it (L-002).
+const NotOutliving = "processes started by the command that outlive it"
 
 // Refusal is the refusal a receipt records.
 type Refusal struct {
@@ -55,7 +59,11 @@ type Receipt struct {
 	ProtectedPaths   int      `json:"protected_paths"`
 	Approved         bool     `json:"approved"`
 	NotTransactional []string `json:"not_transactional"`
-	Digest           string   `json:"digest"`
+	// Containment (runs only) names what held the command's processes:
+	// "pid-namespace" or "subreaper" (all were stopped with it),
+	// "process-group" or "none" (a process that detached itself was not).
+	Containment string `json:"containment,omitempty"`
+	Digest      string `json:"digest"`
 }
 
 // ComputeDigest returns the digest of r's fields other than Digest.

@@ -31,6 +31,9 @@ type RunOptions struct {
 	// its change set empty (L-004). Leave it unset for a stage that is
 	// meant to live on (one opened with Begin for several steps).
 	SettleEmpty bool
+	// Wait waits for the processes the command leaves running instead of
+	// stopping them when it ends.
+	Wait bool
 }
 
 // RunResult reports a command run in a stage.
@@ -45,6 +48,20 @@ type RunResult struct {
 	Receipt *Receipt
 	// Settled is set when the run settled the stage as StateEmpty.
 	Settled bool
+	// Containment says what held the command's processes: "pid-namespace",
+	// "subreaper" (every process stopped with the command), or
+	// "process-group" and "none" (a process that detached itself is not).
+	Containment string
+	// Stopped lists the processes the command left running that were
+	// stopped when it ended (or when ctx was cancelled).
+	Stopped []StoppedProcess
+}
+
+// StoppedProcess is a process stopped with its command: its pid, as the
+// command's container saw it, and its command name.
+type StoppedProcess struct {
+	PID  int
+	Comm string
 }
 
 // LookCommand checks that name can be run in a stage of workspace: a name
@@ -124,10 +141,6 @@ func (s *Stage) Run(ctx context.Context, argv []string, opts RunOptions) (*RunRe
 			cmd.Path = p
 		}
 	}
-	if err := v.Prepare(cmd, stage.RunOptions{ReadOnly: opts.ReadOnly, NoNetwork: opts.NoNetwork, Hold: hold}); err != nil {
-		v.Close()
-		return nil, stagingError(err)
-	}
 	// The run is an op of the stage too: drop-op and rebase must know a
 	// command changed it (what it changed is not recorded path by path).
 	// It is recorded before the command starts, so that a killed wtx
@@ -138,44 +151,53 @@ func (s *Stage) Run(ctx context.Context, argv []string, opts RunOptions) (*RunRe
 		v.Close()
 		return nil, err
 	}
-	if err := cmd.Start(); err != nil {
+	// Nothing ran: the op goes again. A failure to remove it leaves an op
+	// that the next command marks interrupted, which is true enough.
+	unrecord := func() { _ = s.ws.db.DeleteTxOpsFrom(ctx, s.ID(), rec.TxOp) } // see above
+	c, err := stage.Start(v, cmd, stage.RunOptions{ReadOnly: opts.ReadOnly, NoNetwork: opts.NoNetwork, Hold: hold, Wait: opts.Wait})
+	if err != nil {
 		v.Close()
-		// Nothing ran: the op goes again. A failure to remove it leaves an
-		// op that the next command marks interrupted, which is true enough.
-		_ = s.ws.db.DeleteTxOpsFrom(ctx, s.ID(), rec.TxOp) // see above
-		switch {
-		case errors.Is(err, exec.ErrNotFound), errors.Is(err, fs.ErrNotExist):
-			return nil, &Error{Code: CodeCommandNotFound, Message: fmt.Sprintf("command %q not found", argv[0]), Err: err}
-		default:
-			return nil, &Error{Code: CodeCommandNotExecutable, Message: fmt.Sprintf("command %q cannot be run: %v", argv[0], err), Err: err}
-		}
+		unrecord()
+		return nil, stagingError(err)
 	}
 	done := make(chan struct{})
 	go func() {
 		for {
 			select {
 			case sig := <-opts.Signals:
-				cmd.Process.Signal(sig)
+				c.Signal(sig)
+			case <-ctx.Done():
+				// Cancelled: the whole container is stopped, not only the
+				// command.
+				c.Stop()
+				return
 			case <-done:
 				return
 			}
 		}
 	}()
-	werr := cmd.Wait()
+	out, werr := c.Wait()
 	close(done)
 	v.Close()
-	res := &RunResult{}
 	if werr != nil {
-		var ee *exec.ExitError
-		if !errors.As(werr, &ee) {
-			return nil, AsError(werr)
-		}
+		return nil, AsError(werr)
 	}
-	ps := cmd.ProcessState
-	res.ExitCode = ps.ExitCode()
-	if ws, ok := ps.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
-		res.Signal = ws.Signal().String()
-		res.ExitCode = 128 + int(ws.Signal())
+	if out.ExecErr != nil {
+		unrecord()
+		if out.ExecErr.NotFound {
+			return nil, &Error{Code: CodeCommandNotFound, Message: fmt.Sprintf("command %q not found", argv[0]), Err: out.ExecErr}
+		}
+		return nil, &Error{Code: CodeCommandNotExecutable, Message: fmt.Sprintf("command %q cannot be run: %s", argv[0], out.ExecErr.Message), Err: out.ExecErr}
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, AsError(err)
+	}
+	res := &RunResult{ExitCode: out.ExitCode, Containment: string(out.Containment)}
+	if out.Signal != 0 {
+		res.Signal = syscall.Signal(out.Signal).String()
+	}
+	for _, p := range out.Stopped {
+		res.Stopped = append(res.Stopped, StoppedProcess{PID: p.PID, Comm: p.Comm})
 	}
 	cs, err := s.Changes(ctx, nil)
 	if err != nil {
@@ -187,6 +209,10 @@ func (s *Stage) Run(ctx context.Context, argv []string, opts RunOptions) (*RunRe
 	}
 	r := s.newReceipt("run", cs)
 	r.Command = append([]string(nil), argv...)
+	r.Containment = res.Containment
+	if out.Containment.Complete() {
+		r.NotTransactional = withoutItem(r.NotTransactional, NotOutliving)
+	}
 	code := res.ExitCode
 	r.ExitCode = &code
 	view := make([]tree.Entry, 0, len(cs.view))
@@ -228,4 +254,14 @@ func (s *Stage) settleEmpty(ctx context.Context) error {
 	}
 	removeStageDir(s.ws.stageDir(s.ID()))
 	return nil
+}
+
+func withoutItem(items []string, drop string) []string {
+	out := make([]string, 0, len(items))
+	for _, it := range items {
+		if it != drop {
+			out = append(out, it)
+		}
+	}
+	return out
 }

@@ -2,10 +2,13 @@ package cli
 
 import (
 	"context"
+	"encoding/base64"
 	"fmt"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
+	"unicode/utf8"
 
 	"github.com/spf13/cobra"
 
@@ -21,6 +24,7 @@ func newRunCommand(g *globals) *cobra.Command {
 		keep           bool
 		readOnly       bool
 		noNetwork      bool
+		wait           bool
 	)
 	cmd := &cobra.Command{
 		Use:   "run [STAGE-FLAGS] [--tx T] [--apply-on-success] -- CMD [ARG...]",
@@ -38,6 +42,11 @@ are refused until it ends.
 A new stage that CMD leaves with an empty change set is settled as "empty"
 (nothing to apply, nothing to drop); --keep keeps it open instead. A stage
 named with --tx stays open either way.
+
+Every process CMD starts is stopped with it: when CMD exits, what it left
+running gets SIGTERM, then SIGKILL two seconds later, before the stage is
+scanned (with --wait, wtx waits for them instead), and the summary names
+them. If wtx itself is killed, they are killed too.
 
 With --apply-on-success, exit status 0 applies the whole change set (every
 check of 'wtx apply' still runs) and any other status drops the stage. When
@@ -57,7 +66,7 @@ EXIT STATUS
 			if len(args) == 0 {
 				return usageError{msg: "wtx run needs a command: wtx run -- CMD [ARG...]"}
 			}
-			confine := wtx.RunOptions{ReadOnly: readOnly, NoNetwork: noNetwork, SettleEmpty: !keep && tx == ""}
+			confine := wtx.RunOptions{ReadOnly: readOnly, NoNetwork: noNetwork, SettleEmpty: !keep && tx == "", Wait: wait}
 			return runRun(c.Context(), g, begin, tx, applyOnSuccess, confine, args)
 		},
 	}
@@ -69,11 +78,12 @@ EXIT STATUS
 	f.BoolVar(&keep, "keep", false, "keep a new stage open even when CMD leaves its change set empty")
 	f.BoolVar(&readOnly, "read-only", false, "CMD sees the view read-only (overlay backend)")
 	f.BoolVar(&noNetwork, "no-network", false, "CMD gets loopback networking only (overlay backend)")
+	f.BoolVar(&wait, "wait", false, "when CMD exits, wait for the processes it left running instead of stopping them")
 	return cmd
 }
 
 // runRun runs argv in stage tx, or in a new stage. Of confine, only the
-// ReadOnly, NoNetwork and SettleEmpty switches are used.
+// ReadOnly, NoNetwork, SettleEmpty and Wait switches are used.
 func runRun(ctx context.Context, g *globals, begin wtx.BeginOptions, tx string, applyOnSuccess bool, confine wtx.RunOptions, argv []string) error {
 	ws, err := g.open(ctx)
 	if err != nil {
@@ -105,7 +115,7 @@ func runRun(ctx context.Context, g *globals, begin wtx.BeginOptions, tx string, 
 	runCtx := context.WithoutCancel(ctx)
 	res, err := st.Run(runCtx, argv, wtx.RunOptions{
 		Stdin: g.io.In, Stdout: cmdStdout(g), Stderr: g.io.Err, Env: os.Environ(), Signals: sigs,
-		ReadOnly: confine.ReadOnly, NoNetwork: confine.NoNetwork, SettleEmpty: confine.SettleEmpty,
+		ReadOnly: confine.ReadOnly, NoNetwork: confine.NoNetwork, SettleEmpty: confine.SettleEmpty, Wait: confine.Wait,
 	})
 	if err != nil {
 		if tx == "" {
@@ -120,6 +130,7 @@ func runRun(ctx context.Context, g *globals, begin wtx.BeginOptions, tx string, 
 		"changes": res.Changes.Changes, "counts": res.Changes.Counts, "changeset_digest": res.Changes.Digest,
 		"left_out": res.Changes.LeftOut, "receipt": res.Receipt,
 		"not_transactional": res.Receipt.NotTransactional, "settled": res.Settled,
+		"containment": res.Containment, "stopped": stoppedJSON(res.Stopped),
 	}
 	putNames(fields, "special", res.Changes.Special)
 	if res.Signal != "" {
@@ -239,6 +250,9 @@ func printRunSummary(g *globals, st *wtx.Stage, res *wtx.RunResult) {
 		fmt.Fprintf(w, "  ! %s (FIFO, socket or device: never applied)\n", quote.Path(p))
 	}
 	printLeftOut(g, res.Changes)
+	if line := stoppedLine(res.Stopped); line != "" {
+		fmt.Fprintln(w, line)
+	}
 	fmt.Fprintf(w, "wtx: not transactional: %s\n", joinList(res.Receipt.NotTransactional))
 	if len(res.Changes.Changes) > 0 {
 		fmt.Fprintf(w, "wtx: review with 'wtx diff %s', then 'wtx apply %s' or 'wtx drop %s'\n", st.ID(), st.ID(), st.ID())
@@ -293,6 +307,48 @@ func joinList(items []string) string {
 			out += "; "
 		}
 		out += s
+	}
+	return out
+}
+
+// stoppedLine names the processes a command left running that were
+// stopped after it, or is "" when there were none.
+func stoppedLine(procs []wtx.StoppedProcess) string {
+	if len(procs) == 0 {
+		return ""
+	}
+	const maxNamed = 4
+	var names []string
+	seen := map[string]bool{}
+	for _, p := range procs {
+		n := quote.Path(p.Comm)
+		if seen[n] {
+			continue
+		}
+		seen[n] = true
+		if len(names) == maxNamed {
+			names = append(names, "…")
+			break
+		}
+		names = append(names, n)
+	}
+	noun := "processes"
+	if len(procs) == 1 {
+		noun = "process"
+	}
+	return fmt.Sprintf("wtx: stopped %d %s the command left running (%s)", len(procs), noun, strings.Join(names, ", "))
+}
+
+// stoppedJSON is the "stopped" field of a run's JSON answer.
+func stoppedJSON(procs []wtx.StoppedProcess) []map[string]any {
+	out := make([]map[string]any, 0, len(procs))
+	for _, p := range procs {
+		m := map[string]any{"pid": p.PID, "comm": p.Comm}
+		if !utf8.ValidString(p.Comm) {
+			m["comm"] = quote.Path(p.Comm)
+			m["comm_b64"] = base64.StdEncoding.EncodeToString([]byte(p.Comm))
+		}
+		out = append(out, m)
 	}
 	return out
 }

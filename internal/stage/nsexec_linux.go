@@ -1,65 +1,70 @@
 package stage
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
-	"syscall"
 
 	"golang.org/x/sys/unix"
 )
 
-// A binary that links this package becomes the namespace helper when it is
-// started by Prepare or Probe: this runs before main (and before a test
+// A binary that links this package becomes the helper when it is started
+// by Start, Prepare or Probe: this runs before main (and before a test
 // binary's TestMain), so that test binaries and the wtx command alike can
-// serve as /proc/self/exe.
+// serve as /proc/self/exe. The helper stays on its first thread: the
+// parent-death signal of the command it starts follows that thread.
 func init() {
 	if len(os.Args) > 1 && os.Args[1] == HelperArg && os.Getenv(helperEnv) != "" {
+		runtime.LockOSThread()
 		os.Exit(NamespaceMain(os.Args[2:]))
 	}
 }
 
-// NamespaceMain is the entry point of the overlay backend's namespace
-// helper: wtx re-executes itself with HelperArg and one JSON argument, in a
-// new mount namespace (and, when not root, a user namespace that maps the
-// caller to its own ids, the helper holding the capabilities it needs to
-// mount as ambient capabilities of that namespace). The helper mounts the
-// overlay, binds the merged view over the workspace's own path, applies
-// --share, --read-only and --no-network, changes to the command's directory
-// and executes the command in its place. It returns an exit status only when
-// it fails: 125 for a setup failure, 126 or 127 when the command cannot be
-// executed.
+// NamespaceMain is the entry point of the helper that supervises a command
+// run in a view: wtx re-executes itself with HelperArg and one encoded
+// nsSpec. For the overlay backend the helper starts in new namespaces (mount
+// and PID; and, when not root, a user namespace that maps the caller to its
+// own ids, the helper holding the capabilities it needs to mount as ambient
+// capabilities of that namespace): it mounts the overlay, binds the merged
+// view over the workspace's own path, applies --share, --read-only and
+// --no-network and mounts a fresh /proc. For the other backends it becomes
+// a child subreaper. Then it starts the command (through one more
+// re-execution, which closes inherited descriptors and drops the
+// capabilities, see execMain), reaps every process that ends up its child,
+// and when the command ends stops the processes it left running (see
+// supervise). It returns the command's exit status (128+N for signal N),
+// 125 for a setup failure, 126 or 127 when the command cannot be executed.
 //
 // When wtx is not run as root, the command runs with the caller's own ids
-// and no capabilities (the helper clears its ambient set before it
-// executes the command): it meets the permission checks it would meet run
+// and no capabilities: it meets the permission checks it would meet run
 // directly, and files it creates belong to the caller.
 func NamespaceMain(args []string) int {
 	if len(args) != 1 || os.Getenv(helperEnv) == "" {
 		fmt.Fprintf(os.Stderr, "wtx: %s is internal to wtx\n", HelperArg)
 		return 125
 	}
-	var spec nsSpec
-	if err := json.Unmarshal([]byte(args[0]), &spec); err != nil {
+	spec, err := decodeSpec(args[0])
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "wtx: stage helper: %v\n", err)
+		return 125
+	}
+	// Nothing this process inherited beyond 0, 1 and 2 reaches the
+	// command; the descriptors it was given stay open here.
+	if err := markInheritedCloexec(); err != nil {
 		fmt.Fprintf(os.Stderr, "wtx: stage helper: %v\n", err)
 		return 125
 	}
 	if spec.Probe {
-		if err := probeInNamespace(&spec); err != nil {
+		if err := probeInNamespace(spec); err != nil {
 			fmt.Fprintf(os.Stderr, "%v\n", err)
 			return 125
 		}
 		return 0
 	}
-	if err := enterView(&spec); err != nil {
-		fmt.Fprintf(os.Stderr, "wtx: stage: %v\n", err)
-		return 125
-	}
-	return execCommand(&spec)
+	return supervise(spec)
 }
 
 // enterView builds the view in this (new) mount namespace and changes into
@@ -190,34 +195,4 @@ func loopbackUp() error {
 		return fmt.Errorf("loopback up: %w", err)
 	}
 	return nil
-}
-
-// execCommand replaces the helper with the command.
-func execCommand(s *nsSpec) int {
-	env := make([]string, 0, len(os.Environ()))
-	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, helperEnv+"=") {
-			env = append(env, kv)
-		}
-	}
-	path := s.Path
-	if !strings.Contains(path, "/") {
-		p, err := exec.LookPath(path)
-		if err != nil {
-			fmt.Fprintf(os.Stderr, "wtx: %s: %v\n", path, err)
-			return 127
-		}
-		path = p
-	}
-	// The command runs without the capability the helper mounted with.
-	if err := unix.Prctl(unix.PR_CAP_AMBIENT, unix.PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0); err != nil && !errors.Is(err, unix.EINVAL) {
-		fmt.Fprintf(os.Stderr, "wtx: drop capabilities: %v\n", err)
-		return 125
-	}
-	err := syscall.Exec(path, s.Args, env)
-	fmt.Fprintf(os.Stderr, "wtx: %s: %v\n", s.Path, err)
-	if errors.Is(err, unix.ENOENT) {
-		return 127
-	}
-	return 126
 }

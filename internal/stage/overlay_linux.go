@@ -209,12 +209,22 @@ func (v *overlayView) Close() error {
 	return nil
 }
 
-// Prepare rewrites cmd to start the namespace helper, which mounts the view
-// over the workspace's path and then executes cmd's program. A relative
-// cmd.Dir is taken relative to the workspace (the view's root there).
+// Prepare rewrites cmd to start the helper, which mounts the view over the
+// workspace's path in new namespaces and then runs cmd's program there
+// (see NamespaceMain). A relative cmd.Dir is taken relative to the
+// workspace (the view's root there).
 func (v *overlayView) Prepare(cmd *exec.Cmd, opts RunOptions) error {
+	spec, err := v.helperSpec(cmd, opts)
+	if err != nil {
+		return err
+	}
+	return helperCommand(cmd, spec)
+}
+
+// helperSpec says what the helper must set up to run cmd in the view.
+func (v *overlayView) helperSpec(cmd *exec.Cmd, opts RunOptions) (*nsSpec, error) {
 	if !v.cfg.UserXattr && os.Geteuid() != 0 {
-		return fmt.Errorf("overlay stage %s was opened by root; only root can run in it: %w", v.dir, ErrUnsupported)
+		return nil, fmt.Errorf("overlay stage %s was opened by root; only root can run in it: %w", v.dir, ErrUnsupported)
 	}
 	cwd := cmd.Dir
 	switch {
@@ -225,8 +235,9 @@ func (v *overlayView) Prepare(cmd *exec.Cmd, opts RunOptions) error {
 	}
 	spec := v.spec()
 	if err := v.refreshHidden(context.Background(), &spec); err != nil {
-		return err
+		return nil, err
 	}
+	spec.View, spec.PIDNS = true, !containmentDisabled()
 	spec.ReadOnly, spec.NoNetwork = opts.ReadOnly, opts.NoNetwork
 	spec.Cwd, spec.Path, spec.Args = cwd, cmd.Path, cmd.Args
 	if len(spec.Args) == 0 {
@@ -238,7 +249,7 @@ func (v *overlayView) Prepare(cmd *exec.Cmd, opts RunOptions) error {
 	}
 	cmd.Env = append(env[:len(env):len(env)], helperEnv+"=1")
 	cmd.Dir = ""
-	return helperCommand(cmd, &spec, opts.NoNetwork)
+	return &spec, nil
 }
 
 func (v *overlayView) spec() nsSpec {
@@ -257,30 +268,33 @@ func (v *overlayView) spec() nsSpec {
 var mountCaps = []uintptr{unix.CAP_SYS_ADMIN, unix.CAP_DAC_OVERRIDE, unix.CAP_DAC_READ_SEARCH,
 	unix.CAP_FOWNER, unix.CAP_CHOWN, unix.CAP_MKNOD, unix.CAP_FSETID, unix.CAP_NET_ADMIN}
 
-// helperCommand makes cmd start this executable as the namespace helper
-// for spec, in a new mount namespace (and user namespace without root).
-func helperCommand(cmd *exec.Cmd, spec *nsSpec, noNetwork bool) error {
-	raw, err := json.Marshal(spec)
-	if err != nil {
-		return err
-	}
+// helperCommand makes cmd start this executable as the helper for spec:
+// in new namespaces when the helper builds a view or probes (mount, PID
+// when spec asks, network for --no-network, and user without root).
+func helperCommand(cmd *exec.Cmd, spec *nsSpec) error {
 	cmd.Path = "/proc/self/exe"
-	cmd.Args = []string{"wtx", HelperArg, string(raw)}
+	cmd.Args = []string{"wtx", HelperArg, spec.encode()}
 	cmd.Err = nil
 	if cmd.SysProcAttr == nil {
 		cmd.SysProcAttr = &syscall.SysProcAttr{}
 	}
+	if !spec.View && !spec.Probe {
+		return nil
+	}
 	a := cmd.SysProcAttr
 	a.Cloneflags |= syscall.CLONE_NEWNS
-	if noNetwork {
+	if spec.PIDNS {
+		a.Cloneflags |= syscall.CLONE_NEWPID
+	}
+	if spec.NoNetwork {
 		a.Cloneflags |= syscall.CLONE_NEWNET
 	}
 	if uid := os.Geteuid(); uid != 0 {
 		// The caller keeps its own ids inside the user namespace, so the
 		// command meets the same permission checks as when run directly
 		// (a read-only file stays read-only to it). The helper gets the
-		// one capability it needs to mount as an ambient capability, and
-		// drops it before it executes the command.
+		// capabilities it needs to mount as ambient capabilities; the
+		// command runs without them.
 		gid := os.Getegid()
 		a.Cloneflags |= syscall.CLONE_NEWUSER
 		a.UidMappings = []syscall.SysProcIDMap{{ContainerID: uid, HostID: uid, Size: 1}}

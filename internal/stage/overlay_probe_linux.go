@@ -43,7 +43,7 @@ func (Overlay) Probe(ctx context.Context, workspace, stateDir string) error {
 	}
 	spec := &nsSpec{Probe: true, Workspace: workspace, Lower: filepath.Join(dir, "l"), Upper: filepath.Join(dir, "u"),
 		Work: filepath.Join(dir, "w"), Merged: filepath.Join(dir, "m"), Hidden: filepath.Join(dir, "ws"),
-		UserXattr: os.Geteuid() != 0}
+		UserXattr: os.Geteuid() != 0, PIDNS: true}
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, "/proc/self/exe")
@@ -51,7 +51,7 @@ func (Overlay) Probe(ctx context.Context, workspace, stateDir string) error {
 	cmd.Stderr = &stderr
 	cmd.Env = append(os.Environ(), helperEnv+"=1")
 	cmd.Dir = "/"
-	if err := helperCommand(cmd, spec, false); err != nil {
+	if err := helperCommand(cmd, spec); err != nil {
 		return err
 	}
 	if err := cmd.Run(); err != nil {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"os/exec"
+	"time"
 
 	"github.com/wtx-dev/wtx/internal/tree"
 )
@@ -50,12 +51,16 @@ type RunOptions struct {
 	// NoNetwork gives the command a network namespace of its own, with
 	// only the loopback interface up.
 	NoNetwork bool
-	// Hold, when set, is the stage's open busy lock (a flock held
-	// exclusively). The stage counts as running while any descriptor of it
-	// is open: a process that supervises the command may inherit it and
-	// keep it until every process of the stage is gone. The command itself
-	// must never receive it.
+	// Hold is the stage's busy lock, an open file whose lock must last as
+	// long as any process of the command's container: the supervisor keeps
+	// it open until the container is empty. The command never receives it.
 	Hold *os.File
+	// Wait makes the supervisor wait for the processes the command leaves
+	// running instead of stopping them.
+	Wait bool
+	// Grace is how long leftovers get between SIGTERM and SIGKILL
+	// (0: DefaultGrace).
+	Grace time.Duration
 }
 
 // View is one staged tree.
