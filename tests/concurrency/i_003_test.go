@@ -135,6 +135,7 @@ func gcStress(t *testing.T, env []string, cycles int, stop bool) gcOutcome {
 				fail("gc in A: exit %d: %s", r.code, r.stderr)
 			}
 			atomic.AddInt64(&o.gcRuns, 1)
+			time.Sleep(5 * time.Millisecond) // B's commands get the lock in between
 		}
 	}()
 
@@ -291,9 +292,9 @@ func lostImages(t testing.TB, e env, state string) []string {
 // removes what another workspace's applies, undos, crashes and recoveries
 // need (I-003).
 func TestI_003_GCSeesEveryWorkspace(t *testing.T) {
-	cycles := 60
+	cycles := 40
 	if soak() {
-		cycles = 600
+		cycles = 400
 	}
 	start := time.Now()
 	o := gcStress(t, nil, cycles, false)
