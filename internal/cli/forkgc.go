@@ -57,8 +57,11 @@ func newGCCommand(g *globals) *cobra.Command {
 --older-than ago (default 7 days; 0 for all), and the blobs no record needs
 any more, and say what was freed. An open stage is never touched. Blobs that
 an applied op's undo or 'wtx show' needs (its pre- and post-images) are kept
-unless --prune-history. A blob younger than an hour (or than --older-than,
-when that is less) is kept, so a write racing with gc is never lost.`,
+unless --prune-history. The blob store is shared by every workspace of the
+state root, and so is the collection: what any workspace's open stages, ops,
+in-flight applies and interrupted applies need is kept, and the sweep waits
+for writers of blobs not yet recorded (the blob store lock). A blob younger
+than an hour (or than --older-than, when that is less) is kept besides.`,
 		Example: `  wtx gc
   wtx gc --older-than 0 --dry-run
   wtx gc --older-than 72h --prune-history`,
