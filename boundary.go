@@ -113,7 +113,7 @@ func reservedApplyError(tx string, cs *ChangeSet) *Error {
 		}
 	}
 	if len(e.Conflicts) > 0 {
-		e.Repairs = []Repair{{Action: "remove", Detail: "remove the reserved names in the stage", Command: fmt.Sprintf("wtx run --tx %s -- rm -rf -- %s", tx, e.Conflicts[0].Path)}}
+		e.Repairs = []Repair{{Action: "remove", Detail: "remove the reserved names in the stage", Command: fmt.Sprintf("wtx run --tx %s -- rm -rf -- %s", tx, shellQuote(e.Conflicts[0].Path))}}
 	}
 	e.Message = fmt.Sprintf("stage %s holds %d path(s) whose names start with %s, which is reserved for wtx's temporary files: no apply writes them; remove them in the stage, or apply the other paths only",
 		tx, len(e.Conflicts), tempPrefix)
