@@ -440,6 +440,7 @@ type statusJSON struct {
 	StaleReads       []Conflict    `json:"stale_reads"`
 	Special          []string      `json:"special"`
 	SpecialB64       []string      `json:"special_b64,omitempty"`
+	LeftOut          []LeftOut     `json:"left_out"`
 	Ops              []string      `json:"ops"`
 	TxOps            []TxOp        `json:"tx_ops"`
 	NotTransactional []string      `json:"not_transactional"`
@@ -450,7 +451,7 @@ func (s Status) MarshalJSON() ([]byte, error) {
 	return json.Marshal(statusJSON{s.Tx, s.Name, s.State, s.Backend, s.Skipped, s.View, s.Created,
 		jsonname.Texts(s.Exclude), jsonname.B64s(s.Exclude), jsonname.Texts(s.Share), jsonname.B64s(s.Share),
 		jsonname.Texts(s.Protect), jsonname.B64s(s.Protect), s.Counts, s.ChangesetDigest, s.Changes, s.Drift, s.StaleReads,
-		jsonname.Texts(s.Special), jsonname.B64s(s.Special), s.Ops, s.TxOps, s.NotTransactional})
+		jsonname.Texts(s.Special), jsonname.B64s(s.Special), s.LeftOut, s.Ops, s.TxOps, s.NotTransactional})
 }
 
 // shellQuote writes a name as one POSIX shell word, for the commands a

@@ -29,6 +29,7 @@ type Status struct {
 	Drift            []Conflict    `json:"drift"`
 	StaleReads       []Conflict    `json:"stale_reads"`
 	Special          []string      `json:"special"`
+	LeftOut          []LeftOut     `json:"left_out"` // a command's writes under --exclude: never applied (I-008)
 	Ops              []string      `json:"ops"`
 	TxOps            []TxOp        `json:"tx_ops"`
 	NotTransactional []string      `json:"not_transactional"`
@@ -41,7 +42,7 @@ func (s *Stage) Status(ctx context.Context, paths []string) (*Status, error) {
 	st := &Status{
 		Tx: s.ID(), Name: s.Name(), State: s.State(), Backend: s.Backend(), Skipped: nonNil(s.cfg.Skipped),
 		View: viewKind(s.Backend()), Created: s.Created(), Exclude: nonNil(s.cfg.Exclude), Share: nonNil(s.cfg.Share),
-		Protect: nonNil(s.cfg.Protect), Drift: []Conflict{}, StaleReads: []Conflict{}, Special: []string{},
+		Protect: nonNil(s.cfg.Protect), Drift: []Conflict{}, StaleReads: []Conflict{}, Special: []string{}, LeftOut: []LeftOut{},
 		NotTransactional: s.notTransactional(),
 	}
 	if st.State == StateOpen {
@@ -70,6 +71,9 @@ func (s *Stage) Status(ctx context.Context, paths []string) (*Status, error) {
 		return nil, err
 	}
 	st.Changes, st.Counts, st.ChangesetDigest, st.Special = cs.Changes, cs.Counts, cs.Digest, nonNil(cs.Special)
+	if cs.LeftOut != nil {
+		st.LeftOut = cs.LeftOut
+	}
 	root, err := fsx.OpenRoot(s.ws.path)
 	if err != nil {
 		return nil, AsError(err)

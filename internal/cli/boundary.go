@@ -3,26 +3,27 @@ package cli
 import (
 	"errors"
 	"fmt"
+	"io"
 	"strings"
 
 	"github.com/wtx-dev/wtx"
+	"github.com/wtx-dev/wtx/internal/quote"
 )
 
 // printLeftOut says what a command wrote under --exclude selectors: those
 // paths are not in the change set and no apply writes them.
-func printLeftOut(g *globals, cs *wtx.ChangeSet) {
-	if g.quiet || len(cs.LeftOut) == 0 {
+func printLeftOut(g *globals, w io.Writer, leftOut []wtx.LeftOut) {
+	if g.quiet || len(leftOut) == 0 {
 		return
 	}
-	w := g.io.Err
-	fmt.Fprintf(w, "wtx: left out by --exclude (not in the change set, never applied): %d path(s)\n", len(cs.LeftOut))
+	fmt.Fprintf(w, "wtx: left out by --exclude (not in the change set, never applied): %d path(s)\n", len(leftOut))
 	const maxShown = 20
-	for i, l := range cs.LeftOut {
+	for i, l := range leftOut {
 		if i == maxShown {
-			fmt.Fprintf(w, "  … and %d more\n", len(cs.LeftOut)-maxShown)
+			fmt.Fprintf(w, "  … and %d more\n", len(leftOut)-maxShown)
 			break
 		}
-		p := l.Path
+		p := quote.Path(l.Path)
 		if l.Type == "dir" {
 			p += "/"
 		}

@@ -249,7 +249,7 @@ func printRunSummary(g *globals, st *wtx.Stage, res *wtx.RunResult) {
 	for _, p := range res.Changes.Special {
 		fmt.Fprintf(w, "  ! %s (FIFO, socket or device: never applied)\n", quote.Path(p))
 	}
-	printLeftOut(g, res.Changes)
+	printLeftOut(g, w, res.Changes.LeftOut)
 	if line := stoppedLine(res.Stopped); line != "" {
 		fmt.Fprintln(w, line)
 	}

@@ -210,7 +210,7 @@ may be left out when the workspace has exactly one open stage.`,
 				drift[d.Path] = d.Kind
 			}
 			for _, ch := range s.Changes {
-				line := fmt.Sprintf("  %s %s", actionLetter(ch), displayPath(ch))
+				line := fmt.Sprintf("  %s %s%s", actionLetter(ch), displayPath(ch), reservedNote(ch.Path))
 				if k, ok := drift[ch.Path]; ok {
 					line += "   [drift: " + k + " outside the stage]"
 				}
@@ -224,6 +224,7 @@ may be left out when the workspace has exactly one open stage.`,
 			for _, p := range s.Special {
 				fmt.Fprintf(w, "  ! %s (FIFO, socket or device: never applied)\n", quote.Path(p))
 			}
+			printLeftOut(g, w, s.LeftOut)
 			if len(s.Ops) > 0 {
 				fmt.Fprintf(w, "ops      %s\n", joinList(s.Ops))
 			}
