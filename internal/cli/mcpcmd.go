@@ -2,6 +2,7 @@ package cli
 
 import (
 	"io"
+	"log/slog"
 	"os"
 
 	"github.com/spf13/cobra"
@@ -14,15 +15,31 @@ import (
 var Version = "0.1.0-dev"
 
 func newMCPCommand(g *globals) *cobra.Command {
-	return &cobra.Command{
+	var allowApprove, proposeOnly bool
+	c := &cobra.Command{
 		Use:   "mcp",
 		Short: "Serve wtx to coding agents over the Model Context Protocol (stdio)",
 		Example: `  wtx mcp                       # serve on stdin/stdout
-  wtx -C ~/project mcp          # for a client that starts it by path`,
+  wtx -C ~/project mcp          # for a client that starts it by path
+  wtx mcp --propose-only        # agents stage and run; a person applies`,
 		Long: `Run a Model Context Protocol server on stdin/stdout for the workspace (-C DIR or
 the current directory). It exposes begin, read, write, edit, rm, status, diff,
 apply, drop and run as tools with JSON schemas; errors carry the same codes,
 conflicts and repairs as --json. Logs go to stderr.
+
+Agents propose, people approve: changes to --protect'ed paths are refused to
+the apply tool (refusal.protected) unless the server was started with
+--allow-approve; a person applies them with 'wtx apply TX --approve'. With
+--propose-only the server offers no tool that changes the workspace (no apply,
+no drop): agents begin stages, read, write, edit, rm, run, status and diff.
+
+The run tool stops the command and everything it started when the call is
+cancelled (notifications/cancelled), when the client closes the server's
+input, or after its timeout (seconds; default 600, at most 3600). A request
+line that is not JSON-RPC, or one over 16 MiB, gets a JSON-RPC error and the
+server reads on. Names and contents that are not UTF-8 travel as base64 in
+path_b64, content_b64, old_b64 and new_b64; a string that is not valid UTF-8
+is refused (usage.invalid).
 
 Register it with an agent, for example:
 
@@ -51,12 +68,20 @@ or in a JSON configuration:
 				return err
 			}
 			ws.Close()
+			if allowApprove && proposeOnly {
+				return &wtx.Error{Code: wtx.CodeUsage, Message: "--allow-approve and --propose-only exclude each other: a server that cannot apply has nothing to approve"}
+			}
 			cfg := mcpserve.Config{Dir: dir, Options: wtx.Options{StateDir: sd, Home: g.home(),
-				InStage: wtx.InStage{Tx: g.getenv("WTX_TX"), Workspace: g.getenv("WTX_WORKSPACE")}}, Version: Version}
+				InStage: wtx.InStage{Tx: g.getenv("WTX_TX"), Workspace: g.getenv("WTX_WORKSPACE")}}, Version: Version,
+				AllowApprove: allowApprove, ProposeOnly: proposeOnly,
+				Log: slog.New(slog.NewTextHandler(g.io.Err, &slog.HandlerOptions{Level: slog.LevelWarn}))}
 			in, out := readCloser(g.io.In), writeCloser(g.io.Out)
 			return mcpserve.Serve(c.Context(), cfg, in, out)
 		},
 	}
+	c.Flags().BoolVar(&allowApprove, "allow-approve", false, "let the agent approve changes to protected paths (apply's approve argument)")
+	c.Flags().BoolVar(&proposeOnly, "propose-only", false, "offer no tool that changes the workspace (no apply, no drop)")
+	return c
 }
 
 type nopReadCloser struct{ io.Reader }

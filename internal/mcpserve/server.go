@@ -11,50 +11,138 @@ package mcpserve
 import (
 	"bytes"
 	"context"
+	"encoding/base64"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"io"
+	"log/slog"
 	"os"
+	"sync"
+	"time"
 	"unicode/utf8"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/wtx-dev/wtx"
+	"github.com/wtx-dev/wtx/internal/failpoint"
 )
 
-// Config says which workspace the server works on.
+// Config says which workspace the server works on and what it lets an
+// agent do.
 type Config struct {
 	Dir     string // the workspace
 	Options wtx.Options
 	Version string
+	// AllowApprove lets the apply tool's approve argument pass changes to
+	// protected paths. Without it, protected paths are refused and a person
+	// applies them from the command line: agents propose, people approve.
+	AllowApprove bool
+	// ProposeOnly leaves out every tool that changes the workspace (apply,
+	// drop): agents work in stages, a person lands them.
+	ProposeOnly bool
+	// MaxRequest is the longest request line taken, in bytes; 0 means
+	// DefaultMaxRequest.
+	MaxRequest int
+	// RunTimeout is how long the run tool lets a command run when the call
+	// names no timeout, and MaxRunTimeout the longest a call may ask for;
+	// 0 means DefaultRunTimeout and DefaultMaxRunTimeout.
+	RunTimeout, MaxRunTimeout time.Duration
+	// Log, when set, receives the server's log (bad request lines, say).
+	Log *slog.Logger
+}
+
+// Run timeouts when the configuration names none.
+const (
+	DefaultRunTimeout    = 10 * time.Minute
+	DefaultMaxRunTimeout = time.Hour
+)
+
+func (c Config) runTimeouts() (def, max time.Duration) {
+	def, max = c.RunTimeout, c.MaxRunTimeout
+	if max <= 0 {
+		max = DefaultMaxRunTimeout
+	}
+	if def <= 0 {
+		def = DefaultRunTimeout
+	}
+	if def > max {
+		def = max
+	}
+	return def, max
 }
 
 // NewServer returns an MCP server with wtx's tools.
 func NewServer(cfg Config) *mcp.Server {
-	s := mcp.NewServer(&mcp.Implementation{Name: "wtx", Title: "wtx: transactions for a directory", Version: cfg.Version}, &mcp.ServerOptions{
-		Instructions: "wtx stages changes to the workspace " + cfg.Dir + ". Begin a stage, read and change files in it (the workspace is untouched), " +
-			"check status or diff, then apply: all or nothing, refused if anything you read or changed moved in the workspace meanwhile. " +
-			"Pass a read's digest as expect_hash to a later write or edit so it never clobbers a change made since.",
-	})
-	h := &handlers{cfg: cfg}
-	mcp.AddTool(s, &mcp.Tool{Name: "begin", Description: "Open a new stage over the workspace; returns its id (tx). Nothing in the workspace changes."}, h.begin)
-	mcp.AddTool(s, &mcp.Tool{Name: "read", Description: "Read a file as the stage sees it (its own writes included) and record the read: if the workspace's copy changes before apply, apply refuses with refusal.stale-read. Returns the content and its digest."}, h.read)
-	mcp.AddTool(s, &mcp.Tool{Name: "write", Description: "Stage new content for a whole file (created if missing). expect_hash refuses unless the staged file still has that digest."}, h.write)
-	mcp.AddTool(s, &mcp.Tool{Name: "edit", Description: "Replace exact text in a staged file: old must occur exactly once (or set all). Zero or several matches are errors saying how many and where."}, h.edit)
-	mcp.AddTool(s, &mcp.Tool{Name: "rm", Description: "Delete a file in the stage."}, h.rm)
-	mcp.AddTool(s, &mcp.Tool{Name: "status", Description: "A stage's state, change set, changeset_digest, drift (changed paths that moved in the workspace) and stale reads."}, h.status)
-	mcp.AddTool(s, &mcp.Tool{Name: "diff", Description: "The stage's change set as a git-style unified diff, with its changeset_digest (pass it to apply as expect)."}, h.diff)
-	mcp.AddTool(s, &mcp.Tool{Name: "apply", Description: "Apply the stage's change set (or the given paths) to the workspace, all or nothing. Refuses with a code, conflicts and repairs if anything changed behind the stage's back."}, h.apply)
-	mcp.AddTool(s, &mcp.Tool{Name: "drop", Description: "Discard a stage; the workspace is untouched."}, h.drop)
-	mcp.AddTool(s, &mcp.Tool{Name: "run", Description: "Run a command (argv) inside the stage's view; its writes stay in the stage. Returns its exit code, captured output and the change set."}, h.run)
+	s, _ := newServer(cfg)
 	return s
 }
 
-// Serve runs the server on in/out until the client goes away.
-func Serve(ctx context.Context, cfg Config, in io.ReadCloser, out io.WriteCloser) error {
-	return NewServer(cfg).Run(ctx, &mcp.IOTransport{Reader: in, Writer: out})
+func newServer(cfg Config) (*mcp.Server, *handlers) {
+	instructions := "wtx stages changes to the workspace " + cfg.Dir + ". Begin a stage, read and change files in it (the workspace is untouched), " +
+		"check status or diff, then apply: all or nothing, refused if anything you read or changed moved in the workspace meanwhile. " +
+		"Pass a read's digest as expect_hash to a later write or edit so it never clobbers a change made since. " +
+		"Names and contents that are not UTF-8 travel base64-encoded in path_b64, content_b64, old_b64 and new_b64."
+	if cfg.ProposeOnly {
+		instructions = "wtx stages changes to the workspace " + cfg.Dir + ". This server only proposes: begin a stage, read and change files in it, " +
+			"run commands in it and check status or diff; a person reviews the stage and applies it. The workspace itself is never changed from here. " +
+			"Pass a read's digest as expect_hash to a later write or edit so it never clobbers a change made since. " +
+			"Names and contents that are not UTF-8 travel base64-encoded in path_b64, content_b64, old_b64 and new_b64."
+	}
+	s := mcp.NewServer(&mcp.Implementation{Name: "wtx", Title: "wtx: transactions for a directory", Version: cfg.Version},
+		&mcp.ServerOptions{Instructions: instructions, Logger: cfg.Log})
+	h := &handlers{cfg: cfg, base: context.Background()}
+	def, max := cfg.runTimeouts()
+	addTool(s, &mcp.Tool{Name: "begin", Description: "Open a new stage over the workspace; returns its id (tx). Nothing in the workspace changes."}, h.begin)
+	addTool(s, &mcp.Tool{Name: "read", Description: "Read a file as the stage sees it (its own writes included) and record the read: if the workspace's copy changes before apply, apply refuses with refusal.stale-read. Returns the content (content_b64 when it is not UTF-8 text) and its digest."}, h.read)
+	addTool(s, &mcp.Tool{Name: "write", Description: "Stage new content for a whole file (created if missing). expect_hash refuses unless the staged file still has that digest."}, h.write)
+	addTool(s, &mcp.Tool{Name: "edit", Description: "Replace exact text in a staged file: old must occur exactly once (or set all). Zero or several matches are errors saying how many and where."}, h.edit)
+	addTool(s, &mcp.Tool{Name: "rm", Description: "Delete a file in the stage."}, h.rm)
+	addTool(s, &mcp.Tool{Name: "status", Description: "A stage's state, change set, changeset_digest, drift (changed paths that moved in the workspace) and stale reads."}, h.status)
+	addTool(s, &mcp.Tool{Name: "diff", Description: "The stage's change set as a git-style unified diff, with its changeset_digest (pass it to apply as expect)."}, h.diff)
+	if !cfg.ProposeOnly {
+		approve := "Changes to protected paths are refused (refusal.protected): this server does not approve them, a person applies them from the command line."
+		if cfg.AllowApprove {
+			approve = "Changes to protected paths need approve: true."
+		}
+		addTool(s, &mcp.Tool{Name: "apply", Description: "Apply the stage's change set (or the given paths) to the workspace, all or nothing. Refuses with a code, conflicts and repairs if anything changed behind the stage's back. " + approve}, h.apply)
+		addTool(s, &mcp.Tool{Name: "drop", Description: "Discard a stage; the workspace is untouched."}, h.drop)
+	}
+	addTool(s, &mcp.Tool{Name: "run", Description: fmt.Sprintf("Run a command (argv) inside the stage's view; its writes stay in the stage. Returns its exit code, captured output and the change set. "+
+		"The command and everything it started are stopped when the call is cancelled or after timeout seconds (default %d, at most %d).", int(def.Seconds()), int(max.Seconds()))}, h.run)
+	return s, h
 }
 
-type handlers struct{ cfg Config }
+// addTool adds a tool whose arguments are refused, before anything else,
+// when a string in them is not valid UTF-8: decoding would put U+FFFD in
+// place of the bytes and act on a name or content nobody sent.
+func addTool[In, Out any](s *mcp.Server, t *mcp.Tool, h mcp.ToolHandlerFor[In, Out]) {
+	mcp.AddTool(s, t, func(ctx context.Context, req *mcp.CallToolRequest, in In) (*mcp.CallToolResult, Out, error) {
+		if req != nil && req.Params != nil && !failpoint.Disabled("utf8-check") {
+			if err := checkText(req.Params.Arguments); err != nil {
+				var zero Out
+				return nil, zero, fail(err)
+			}
+		}
+		return h(ctx, req, in)
+	})
+}
+
+// Serve runs the server on in/out until the client goes away (in ends) or
+// ctx is cancelled; either stops commands still running.
+func Serve(ctx context.Context, cfg Config, in io.ReadCloser, out io.WriteCloser) error {
+	s, h := newServer(cfg)
+	h.base = ctx
+	if failpoint.Disabled("line-framing") {
+		return s.Run(ctx, &mcp.IOTransport{Reader: in, Writer: out, MaxLineLength: cfg.MaxRequest})
+	}
+	return s.Run(ctx, &lineTransport{in: in, out: out, max: cfg.MaxRequest, log: cfg.Log})
+}
+
+type handlers struct {
+	cfg  Config
+	base context.Context // cancelled when the server stops
+}
 
 // toolError carries a wtx error to the agent as the same JSON object the
 // command line prints with --json.
@@ -120,33 +208,42 @@ func (h *handlers) begin(ctx context.Context, _ *mcp.CallToolRequest, in BeginIn
 
 // PathIn names a file of a stage.
 type PathIn struct {
-	Tx   string `json:"tx" jsonschema:"the stage id, a unique prefix of it, or its name"`
-	Path string `json:"path" jsonschema:"a slash-separated path relative to the workspace root"`
+	Tx      string `json:"tx" jsonschema:"the stage id, a unique prefix of it, or its name"`
+	Path    string `json:"path,omitempty" jsonschema:"a slash-separated path relative to the workspace root"`
+	PathB64 string `json:"path_b64,omitempty" jsonschema:"the path's exact bytes, base64: for names that are not UTF-8 (instead of path)"`
 }
 
 // FileOut answers per-file tools.
 type FileOut struct {
-	Tx      string `json:"tx"`
-	TxOp    int    `json:"tx_op" jsonschema:"the op's number in the stage"`
-	Path    string `json:"path"`
-	Digest  string `json:"digest,omitempty" jsonschema:"the content's digest now; pass it as expect_hash to a later write or edit"`
-	Size    int64  `json:"size"`
-	Before  string `json:"before,omitempty" jsonschema:"the digest the file had in the stage before the op, or absent"`
-	Content string `json:"content,omitempty" jsonschema:"the file's content (read)"`
-	Binary  bool   `json:"binary,omitempty" jsonschema:"set when the content is not UTF-8 text and was left out"`
+	Tx         string `json:"tx"`
+	TxOp       int    `json:"tx_op" jsonschema:"the op's number in the stage"`
+	Path       string `json:"path" jsonschema:"the path; quoted as git quotes names when it is not UTF-8"`
+	PathB64    string `json:"path_b64,omitempty" jsonschema:"the path's exact bytes, base64, when it is not UTF-8"`
+	Digest     string `json:"digest,omitempty" jsonschema:"the content's digest now; pass it as expect_hash to a later write or edit"`
+	Size       int64  `json:"size"`
+	Before     string `json:"before,omitempty" jsonschema:"the digest the file had in the stage before the op, or absent"`
+	Content    string `json:"content,omitempty" jsonschema:"the file's content (read), when it is UTF-8 text"`
+	ContentB64 string `json:"content_b64,omitempty" jsonschema:"the file's content (read), base64, when it is not UTF-8 text"`
+	Binary     bool   `json:"binary,omitempty" jsonschema:"set when the content is not UTF-8 text (it is in content_b64)"`
 }
 
 func fileOut(st *wtx.Stage, r *wtx.FileResult) FileOut {
-	return FileOut{Tx: st.ID(), TxOp: r.TxOp, Path: r.Path, Digest: r.Digest, Size: r.Size, Before: r.Before}
+	out := FileOut{Tx: st.ID(), TxOp: r.TxOp, Digest: r.Digest, Size: r.Size, Before: r.Before}
+	out.Path, out.PathB64 = name(r.Path)
+	return out
 }
 
 func (h *handlers) read(ctx context.Context, _ *mcp.CallToolRequest, in PathIn) (*mcp.CallToolResult, FileOut, error) {
+	path, err := needPath(in.Path, in.PathB64)
+	if err != nil {
+		return nil, FileOut{}, fail(err)
+	}
 	ws, st, err := h.stage(ctx, in.Tx)
 	if err != nil {
 		return nil, FileOut{}, fail(err)
 	}
 	defer ws.Close()
-	r, err := st.Read(ctx, in.Path)
+	r, err := st.Read(ctx, path)
 	if err != nil {
 		return nil, FileOut{}, fail(err)
 	}
@@ -154,6 +251,7 @@ func (h *handlers) read(ctx context.Context, _ *mcp.CallToolRequest, in PathIn) 
 	if utf8.Valid(r.Content) && !bytes.ContainsRune(r.Content, 0) {
 		out.Content = string(r.Content)
 	} else {
+		out.ContentB64 = base64.StdEncoding.EncodeToString(r.Content)
 		out.Binary = true
 	}
 	return nil, out, nil
@@ -162,18 +260,28 @@ func (h *handlers) read(ctx context.Context, _ *mcp.CallToolRequest, in PathIn) 
 // WriteIn are write's arguments.
 type WriteIn struct {
 	Tx         string `json:"tx" jsonschema:"the stage id, a unique prefix of it, or its name"`
-	Path       string `json:"path" jsonschema:"a slash-separated path relative to the workspace root"`
-	Content    string `json:"content" jsonschema:"the file's whole new content"`
+	Path       string `json:"path,omitempty" jsonschema:"a slash-separated path relative to the workspace root"`
+	PathB64    string `json:"path_b64,omitempty" jsonschema:"the path's exact bytes, base64: for names that are not UTF-8 (instead of path)"`
+	Content    string `json:"content,omitempty" jsonschema:"the file's whole new content"`
+	ContentB64 string `json:"content_b64,omitempty" jsonschema:"the file's whole new content, base64: for content that is not UTF-8 (instead of content)"`
 	ExpectHash string `json:"expect_hash,omitempty" jsonschema:"refuse unless the staged file still has this digest (from a read)"`
 }
 
 func (h *handlers) write(ctx context.Context, _ *mcp.CallToolRequest, in WriteIn) (*mcp.CallToolResult, FileOut, error) {
+	path, err := needPath(in.Path, in.PathB64)
+	if err != nil {
+		return nil, FileOut{}, fail(err)
+	}
+	content, _, err := pick("content", in.Content, in.ContentB64)
+	if err != nil {
+		return nil, FileOut{}, fail(err)
+	}
 	ws, st, err := h.stage(ctx, in.Tx)
 	if err != nil {
 		return nil, FileOut{}, fail(err)
 	}
 	defer ws.Close()
-	r, err := st.Write(ctx, in.Path, []byte(in.Content), wtx.WriteOptions{ExpectHash: in.ExpectHash})
+	r, err := st.Write(ctx, path, []byte(content), wtx.WriteOptions{ExpectHash: in.ExpectHash})
 	if err != nil {
 		return nil, FileOut{}, fail(err)
 	}
@@ -183,20 +291,38 @@ func (h *handlers) write(ctx context.Context, _ *mcp.CallToolRequest, in WriteIn
 // EditIn are edit's arguments.
 type EditIn struct {
 	Tx         string `json:"tx" jsonschema:"the stage id, a unique prefix of it, or its name"`
-	Path       string `json:"path" jsonschema:"a slash-separated path relative to the workspace root"`
-	Old        string `json:"old" jsonschema:"the exact text to replace; must occur exactly once unless all is set"`
-	New        string `json:"new" jsonschema:"the replacement text"`
+	Path       string `json:"path,omitempty" jsonschema:"a slash-separated path relative to the workspace root"`
+	PathB64    string `json:"path_b64,omitempty" jsonschema:"the path's exact bytes, base64: for names that are not UTF-8 (instead of path)"`
+	Old        string `json:"old,omitempty" jsonschema:"the exact text to replace; must occur exactly once unless all is set"`
+	OldB64     string `json:"old_b64,omitempty" jsonschema:"the exact bytes to replace, base64 (instead of old)"`
+	New        string `json:"new,omitempty" jsonschema:"the replacement text"`
+	NewB64     string `json:"new_b64,omitempty" jsonschema:"the replacement bytes, base64 (instead of new)"`
 	All        bool   `json:"all,omitempty" jsonschema:"replace every occurrence"`
 	ExpectHash string `json:"expect_hash,omitempty" jsonschema:"refuse unless the staged file still has this digest (from a read)"`
 }
 
 func (h *handlers) edit(ctx context.Context, _ *mcp.CallToolRequest, in EditIn) (*mcp.CallToolResult, FileOut, error) {
+	path, err := needPath(in.Path, in.PathB64)
+	if err != nil {
+		return nil, FileOut{}, fail(err)
+	}
+	old, ok, err := pick("old", in.Old, in.OldB64)
+	if err == nil && !ok {
+		err = &wtx.Error{Code: wtx.CodeUsage, Message: "old (or old_b64) is required and must not be empty"}
+	}
+	if err != nil {
+		return nil, FileOut{}, fail(err)
+	}
+	repl, _, err := pick("new", in.New, in.NewB64)
+	if err != nil {
+		return nil, FileOut{}, fail(err)
+	}
 	ws, st, err := h.stage(ctx, in.Tx)
 	if err != nil {
 		return nil, FileOut{}, fail(err)
 	}
 	defer ws.Close()
-	r, err := st.Edit(ctx, in.Path, in.Old, in.New, in.All, in.ExpectHash)
+	r, err := st.Edit(ctx, path, old, repl, in.All, in.ExpectHash)
 	if err != nil {
 		return nil, FileOut{}, fail(err)
 	}
@@ -206,17 +332,22 @@ func (h *handlers) edit(ctx context.Context, _ *mcp.CallToolRequest, in EditIn) 
 // RmIn are rm's arguments.
 type RmIn struct {
 	Tx         string `json:"tx" jsonschema:"the stage id, a unique prefix of it, or its name"`
-	Path       string `json:"path" jsonschema:"a slash-separated path relative to the workspace root"`
+	Path       string `json:"path,omitempty" jsonschema:"a slash-separated path relative to the workspace root"`
+	PathB64    string `json:"path_b64,omitempty" jsonschema:"the path's exact bytes, base64: for names that are not UTF-8 (instead of path)"`
 	ExpectHash string `json:"expect_hash,omitempty" jsonschema:"refuse unless the staged file still has this digest (from a read)"`
 }
 
 func (h *handlers) rm(ctx context.Context, _ *mcp.CallToolRequest, in RmIn) (*mcp.CallToolResult, FileOut, error) {
+	path, err := needPath(in.Path, in.PathB64)
+	if err != nil {
+		return nil, FileOut{}, fail(err)
+	}
 	ws, st, err := h.stage(ctx, in.Tx)
 	if err != nil {
 		return nil, FileOut{}, fail(err)
 	}
 	defer ws.Close()
-	r, err := st.Remove(ctx, in.Path, in.ExpectHash)
+	r, err := st.Remove(ctx, path, in.ExpectHash)
 	if err != nil {
 		return nil, FileOut{}, fail(err)
 	}
@@ -251,6 +382,7 @@ type DiffIn struct {
 type DiffOut struct {
 	Tx              string       `json:"tx"`
 	Diff            string       `json:"diff" jsonschema:"a git-style unified diff"`
+	DiffB64         string       `json:"diff_b64,omitempty" jsonschema:"the diff's exact bytes, base64, when it is not UTF-8 (diff is then empty)"`
 	ChangesetDigest string       `json:"changeset_digest" jsonschema:"pass as expect to apply exactly what was reviewed"`
 	Changes         []wtx.Change `json:"changes"`
 }
@@ -266,7 +398,9 @@ func (h *handlers) diff(ctx context.Context, _ *mcp.CallToolRequest, in DiffIn) 
 	if err != nil {
 		return nil, DiffOut{}, fail(err)
 	}
-	return nil, DiffOut{Tx: st.ID(), Diff: buf.String(), ChangesetDigest: res.Changes.Digest, Changes: nonNil(res.Changes.Changes)}, nil
+	out := DiffOut{Tx: st.ID(), ChangesetDigest: res.Changes.Digest, Changes: nonNil(res.Changes.Changes)}
+	out.Diff, out.DiffB64 = textOr(buf.String())
+	return nil, out, nil
 }
 
 // ApplyIn are apply's arguments.
@@ -274,7 +408,7 @@ type ApplyIn struct {
 	Tx               string   `json:"tx,omitempty" jsonschema:"the stage id, a unique prefix of it, or its name"`
 	Paths            []string `json:"paths,omitempty" jsonschema:"apply only these selectors and what is beneath them"`
 	Expect           string   `json:"expect,omitempty" jsonschema:"refuse unless the selected change set still has this changeset_digest"`
-	Approve          bool     `json:"approve,omitempty" jsonschema:"allow changes to protected paths"`
+	Approve          bool     `json:"approve,omitempty" jsonschema:"allow changes to protected paths (honoured only when the server was started to allow it)"`
 	IgnoreStaleReads bool     `json:"ignore_stale_reads,omitempty" jsonschema:"apply even if files the stage read changed in the workspace since"`
 }
 
@@ -295,12 +429,52 @@ func (h *handlers) apply(ctx context.Context, _ *mcp.CallToolRequest, in ApplyIn
 		return nil, ApplyOut{}, fail(err)
 	}
 	defer ws.Close()
-	r, err := st.Apply(ctx, wtx.ApplyOptions{Paths: in.Paths, Expect: in.Expect, Approve: in.Approve, IgnoreStaleReads: in.IgnoreStaleReads})
+	// The agent's approve counts only when a person started the server
+	// with approval delegated to it.
+	approve := in.Approve && (h.cfg.AllowApprove || failpoint.Disabled("approve-gate"))
+	r, err := st.Apply(ctx, wtx.ApplyOptions{Paths: in.Paths, Expect: in.Expect, Approve: approve, IgnoreStaleReads: in.IgnoreStaleReads})
 	if err != nil {
-		return nil, ApplyOut{}, fail(err)
+		return nil, ApplyOut{}, fail(h.protected(st, err, in.Approve))
 	}
-	return nil, ApplyOut{Tx: st.ID(), OpID: r.OpID, Written: nonNil(r.Written), AlreadyApplied: nonNil(r.AlreadyApplied),
-		ChangesetDigest: r.ChangesetDigest, Settled: r.Settled, Receipt: r.Receipt}, nil
+	out := ApplyOut{Tx: st.ID(), OpID: r.OpID, Written: names(r.Written), AlreadyApplied: names(r.AlreadyApplied),
+		ChangesetDigest: r.ChangesetDigest, Settled: r.Settled, Receipt: r.Receipt}
+	return nil, out, nil
+}
+
+// protected phrases a refusal.protected for an agent: what it may do here,
+// and what a person does at the command line.
+func (h *handlers) protected(st *wtx.Stage, err error, asked bool) error {
+	e := wtx.AsError(err)
+	if e.Code != wtx.CodeProtected {
+		return err
+	}
+	n := len(e.Conflicts)
+	out := &wtx.Error{Code: e.Code, Conflicts: e.Conflicts, Err: e}
+	switch {
+	case h.cfg.AllowApprove:
+		out.Message = fmt.Sprintf("%d path(s) of %s are protected; call apply again with approve set to write them", n, st.ID())
+		out.Repairs = []wtx.Repair{{Action: "approve", Detail: "call apply with approve: true"}}
+	default:
+		out.Message = fmt.Sprintf("%d path(s) of %s are protected and this server does not approve changes to them: a person reviews the stage and applies it from the command line", n, st.ID())
+		if asked {
+			out.Message = fmt.Sprintf("approval refused: %d path(s) of %s are protected and this server does not approve changes to them; a person reviews the stage and applies it from the command line", n, st.ID())
+		}
+		out.Repairs = []wtx.Repair{
+			{Action: "review", Detail: "a person looks at the change", Command: "wtx diff " + st.ID()},
+			{Action: "approve", Detail: "a person applies it, protected paths included", Command: "wtx apply " + st.ID() + " --approve"},
+		}
+	}
+	return out
+}
+
+// names writes names for a JSON list: a name that is not UTF-8 is quoted
+// as git quotes it (the receipt keeps the exact bytes).
+func names(ns []string) []string {
+	out := make([]string, len(ns))
+	for i, n := range ns {
+		out[i], _ = name(n)
+	}
+	return out
 }
 
 // DropOut answers drop.
@@ -328,16 +502,21 @@ type PathlessIn struct {
 
 // RunIn are run's arguments.
 type RunIn struct {
-	Tx   string   `json:"tx,omitempty" jsonschema:"run in this open stage; a new stage when empty"`
-	Argv []string `json:"argv" jsonschema:"the command and its arguments, e.g. [\"go\",\"test\",\"./...\"]"`
+	Tx      string   `json:"tx,omitempty" jsonschema:"run in this open stage; a new stage when empty"`
+	Argv    []string `json:"argv" jsonschema:"the command and its arguments, e.g. [\"go\",\"test\",\"./...\"]"`
+	Timeout float64  `json:"timeout,omitempty" jsonschema:"seconds after which the command and everything it started are stopped; the server's default when absent"`
 }
 
 // RunOut answers run.
 type RunOut struct {
 	Tx              string       `json:"tx"`
 	ExitCode        int          `json:"exit_code"`
+	Signal          string       `json:"signal,omitempty" jsonschema:"the signal that ended the command, if one did"`
+	TimedOut        bool         `json:"timed_out,omitempty" jsonschema:"set when the command ran past its timeout and was stopped"`
 	Stdout          string       `json:"stdout"`
+	StdoutB64       string       `json:"stdout_b64,omitempty" jsonschema:"standard output, base64, when it is not UTF-8 (stdout is then empty)"`
 	Stderr          string       `json:"stderr"`
+	StderrB64       string       `json:"stderr_b64,omitempty" jsonschema:"standard error, base64, when it is not UTF-8 (stderr is then empty)"`
 	Truncated       bool         `json:"truncated,omitempty" jsonschema:"set when output was cut to the last 64 KiB of each stream"`
 	ChangesetDigest string       `json:"changeset_digest"`
 	Changes         []wtx.Change `json:"changes"`
@@ -345,12 +524,15 @@ type RunOut struct {
 
 // tail keeps the last n bytes written to it.
 type tail struct {
+	mu  sync.Mutex
 	buf []byte
 	n   int
 	cut bool
 }
 
 func (t *tail) Write(p []byte) (int, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
 	t.buf = append(t.buf, p...)
 	if len(t.buf) > t.n {
 		t.buf = append([]byte(nil), t.buf[len(t.buf)-t.n:]...)
@@ -359,9 +541,23 @@ func (t *tail) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
+func (t *tail) String() string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return string(t.buf)
+}
+
 func (h *handlers) run(ctx context.Context, _ *mcp.CallToolRequest, in RunIn) (*mcp.CallToolResult, RunOut, error) {
 	if len(in.Argv) == 0 {
 		return nil, RunOut{}, fail(&wtx.Error{Code: wtx.CodeUsage, Message: "argv is empty"})
+	}
+	timeout, max := h.cfg.runTimeouts()
+	switch {
+	case in.Timeout < 0 || in.Timeout > max.Seconds():
+		return nil, RunOut{}, fail(&wtx.Error{Code: wtx.CodeUsage,
+			Message: fmt.Sprintf("timeout %g is out of range: give seconds above 0 and at most %g", in.Timeout, max.Seconds())})
+	case in.Timeout > 0:
+		timeout = time.Duration(in.Timeout * float64(time.Second))
 	}
 	ws, err := h.open(ctx)
 	if err != nil {
@@ -380,13 +576,32 @@ func (h *handlers) run(ctx context.Context, _ *mcp.CallToolRequest, in RunIn) (*
 	if err != nil {
 		return nil, RunOut{}, fail(err)
 	}
+	// The command's context ends when the call is cancelled
+	// (notifications/cancelled), when the client goes away (the input
+	// ends), when the server stops, or at the timeout; the stage's run then
+	// stops everything the command started.
+	runCtx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	defer context.AfterFunc(h.base, cancel)()
 	stdout, stderr := &tail{n: 64 << 10}, &tail{n: 64 << 10}
-	res, err := st.Run(ctx, in.Argv, wtx.RunOptions{Stdin: bytes.NewReader(nil), Stdout: stdout, Stderr: stderr, Env: os.Environ()})
+	res, err := st.Run(runCtx, in.Argv, wtx.RunOptions{Stdin: bytes.NewReader(nil), Stdout: stdout, Stderr: stderr, Env: os.Environ()})
+	timedOut := errors.Is(runCtx.Err(), context.DeadlineExceeded) && ctx.Err() == nil
 	if err != nil {
+		if timedOut {
+			e := wtx.AsError(err)
+			err = &wtx.Error{Code: e.Code, Message: fmt.Sprintf("the command ran past its timeout of %gs and was stopped: %s", timeout.Seconds(), e.Message),
+				Repairs: e.Repairs, Conflicts: e.Conflicts, Err: e}
+		}
 		return nil, RunOut{}, fail(err)
 	}
-	return nil, RunOut{Tx: st.ID(), ExitCode: res.ExitCode, Stdout: string(stdout.buf), Stderr: string(stderr.buf),
-		Truncated: stdout.cut || stderr.cut, ChangesetDigest: res.Changes.Digest, Changes: nonNil(res.Changes.Changes)}, nil
+	out := RunOut{Tx: st.ID(), ExitCode: res.ExitCode, Signal: res.Signal, TimedOut: timedOut,
+		Truncated: stdout.cut || stderr.cut, Changes: []wtx.Change{}}
+	out.Stdout, out.StdoutB64 = textOr(stdout.String())
+	out.Stderr, out.StderrB64 = textOr(stderr.String())
+	if res.Changes != nil {
+		out.ChangesetDigest, out.Changes = res.Changes.Digest, nonNil(res.Changes.Changes)
+	}
+	return nil, out, nil
 }
 
 func nonNil[T any](s []T) []T {

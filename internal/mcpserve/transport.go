@@ -1,0 +1,244 @@
+package mcpserve
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"sync"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// DefaultMaxRequest is the largest request line the server takes, in bytes.
+const DefaultMaxRequest = 16 << 20
+
+// idPrefix is how much of an oversized line is kept to find its request id.
+const idPrefix = 64 << 10
+
+// lineTransport is newline-delimited JSON-RPC over a pair of streams that,
+// unlike the SDK's own stdio transport, survives a bad line: a line that is
+// not JSON, not a JSON-RPC message, a batch, or longer than max bytes gets a
+// JSON-RPC error reply (with the request's id when it can be found) and the
+// server reads on. Only the end of the input, or a failed read, ends it.
+type lineTransport struct {
+	in  io.ReadCloser
+	out io.WriteCloser
+	max int
+	log *slog.Logger
+}
+
+func (t *lineTransport) Connect(context.Context) (mcp.Connection, error) {
+	c := &lineConn{in: t.in, out: t.out, max: t.max, log: t.log,
+		incoming: make(chan readResult), closed: make(chan struct{})}
+	if c.max <= 0 {
+		c.max = DefaultMaxRequest
+	}
+	go c.readLoop()
+	return c, nil
+}
+
+type readResult struct {
+	msg jsonrpc.Message
+	err error
+}
+
+type lineConn struct {
+	in  io.ReadCloser
+	out io.WriteCloser
+	max int
+	log *slog.Logger
+
+	incoming chan readResult
+	wmu      sync.Mutex
+
+	closeOnce sync.Once
+	closed    chan struct{}
+	closeErr  error
+}
+
+func (c *lineConn) SessionID() string { return "" }
+
+func (c *lineConn) Read(ctx context.Context) (jsonrpc.Message, error) {
+	select {
+	case r := <-c.incoming:
+		return r.msg, r.err
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	case <-c.closed:
+		return nil, io.EOF
+	}
+}
+
+func (c *lineConn) Write(ctx context.Context, msg jsonrpc.Message) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	data, err := jsonrpc.EncodeMessage(msg)
+	if err != nil {
+		return fmt.Errorf("encode message: %w", err)
+	}
+	return c.writeLine(data)
+}
+
+func (c *lineConn) writeLine(data []byte) error {
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	_, err := c.out.Write(append(data, '\n'))
+	return err
+}
+
+func (c *lineConn) Close() error {
+	c.closeOnce.Do(func() {
+		c.closeErr = errors.Join(c.in.Close(), c.out.Close())
+		close(c.closed)
+	})
+	return c.closeErr
+}
+
+func (c *lineConn) deliver(r readResult) bool {
+	select {
+	case c.incoming <- r:
+		return true
+	case <-c.closed:
+		return false
+	}
+}
+
+// readLoop frames the input into lines and hands each good message to Read.
+func (c *lineConn) readLoop() {
+	br := bufio.NewReaderSize(c.in, 64<<10)
+	for {
+		line, over, err := readLine(br, c.max)
+		if len(bytes.TrimSpace(line)) > 0 || over {
+			if msg := c.decode(line, over); msg != nil && !c.deliver(readResult{msg: msg}) {
+				return
+			}
+		}
+		if err != nil {
+			c.deliver(readResult{err: err})
+			return
+		}
+	}
+}
+
+// readLine reads one line. When the line is longer than max, the line's
+// first idPrefix bytes are returned with over set, and the rest of the line
+// is read and discarded.
+func readLine(br *bufio.Reader, max int) (line []byte, over bool, err error) {
+	for {
+		chunk, err := br.ReadSlice('\n')
+		if !over {
+			if len(line)+len(chunk) > max+2 { // room for "\r\n"
+				over = true
+				keep := idPrefix - len(line)
+				if keep > len(chunk) {
+					keep = len(chunk)
+				}
+				if keep > 0 {
+					line = append(line, chunk[:keep]...)
+				}
+			} else {
+				line = append(line, chunk...)
+			}
+		}
+		switch {
+		case err == bufio.ErrBufferFull:
+			continue
+		case err != nil:
+			return line, over, err
+		default:
+			if over {
+				return line, true, nil
+			}
+			return bytes.TrimRight(line, "\r\n"), false, nil
+		}
+	}
+}
+
+// decode turns a line into a message, or answers it with a JSON-RPC error
+// and returns nil.
+func (c *lineConn) decode(line []byte, over bool) jsonrpc.Message {
+	if over {
+		c.reply(peekID(line), jsonrpc.CodeInvalidRequest,
+			fmt.Sprintf("request is longer than %d bytes; it was discarded", c.max))
+		return nil
+	}
+	trimmed := bytes.TrimSpace(line)
+	if !json.Valid(trimmed) {
+		c.reply(nil, jsonrpc.CodeParseError, "parse error: the line is not a JSON value")
+		return nil
+	}
+	if trimmed[0] == '[' {
+		c.reply(nil, jsonrpc.CodeInvalidRequest, "batches are not supported; send one request per line")
+		return nil
+	}
+	msg, err := jsonrpc.DecodeMessage(trimmed)
+	if err != nil {
+		c.reply(peekID(trimmed), jsonrpc.CodeInvalidRequest, "invalid request: "+err.Error())
+		return nil
+	}
+	return msg
+}
+
+// wireError is a JSON-RPC error response; unlike the SDK's encoding it
+// keeps "id": null when the request's id is unknown, as JSON-RPC requires.
+type wireError struct {
+	JSONRPC string          `json:"jsonrpc"`
+	ID      json.RawMessage `json:"id"`
+	Error   struct {
+		Code    int64  `json:"code"`
+		Message string `json:"message"`
+	} `json:"error"`
+}
+
+func (c *lineConn) reply(id json.RawMessage, code int64, msg string) {
+	if id == nil {
+		id = json.RawMessage("null")
+	}
+	w := wireError{JSONRPC: "2.0", ID: id}
+	w.Error.Code, w.Error.Message = code, msg
+	data, err := json.Marshal(w)
+	if err == nil {
+		err = c.writeLine(data)
+	}
+	if c.log != nil {
+		c.log.Warn("bad request line", "code", code, "message", msg, "reply_error", err)
+	}
+}
+
+// peekID finds a top-level "id" member that is a string or a number in
+// what may be only the start of a JSON object.
+func peekID(data []byte) json.RawMessage {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
+		return nil
+	}
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			return nil
+		}
+		var raw json.RawMessage
+		if err := dec.Decode(&raw); err != nil {
+			return nil
+		}
+		if key, _ := tok.(string); key == "id" {
+			var v any
+			if json.Unmarshal(raw, &v) != nil {
+				return nil
+			}
+			switch v.(type) {
+			case string, float64:
+				return raw
+			}
+			return nil
+		}
+	}
+	return nil
+}

@@ -1,0 +1,194 @@
+package mcpserve
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"io"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+func TestCheckText(t *testing.T) {
+	for _, c := range []struct {
+		in string
+		ok bool
+	}{
+		{`{"path":"a.txt"}`, true},
+		{`{"path":"caf\u00e9 \ud83d\ude00 ` + "\uFFFD" + `"}`, true},
+		{`{"path":"a\\ud800"}`, true}, // an escaped backslash, then text
+		{`{"path":"a` + "\xff" + `"}`, false},
+		{`{"path":"` + "\xed\xa0\x80" + `"}`, false}, // a surrogate in UTF-8 form
+		{`{"path":"\ud800"}`, false},
+		{`{"path":"\udc00\ud800"}`, false},
+		{`{"path":"\ud800\u0041"}`, false},
+		{`{"path":"\uD83D\uDE00"}`, true},
+		{`{"path":"\ud800`, false},
+	} {
+		err := checkText([]byte(c.in))
+		if (err == nil) != c.ok {
+			t.Errorf("checkText(%q) = %v, want ok=%v", c.in, err, c.ok)
+		}
+	}
+}
+
+func TestPeekID(t *testing.T) {
+	for in, want := range map[string]string{
+		`{"jsonrpc":"2.0","id":7,"method":"x","params":{"content":"xxxxx`:    "7",
+		`{"jsonrpc":"2.0","params":{"a":[1,2,{"id":3}]},"id":"s-1","method"`: `"s-1"`,
+		`{"jsonrpc":"2.0","method":"x","params":{"content":"xxxxx`:           "",
+		`{"id":{"x":1}}`: "",
+		`["id",1]`:       "",
+	} {
+		if got := string(peekID([]byte(in))); got != want {
+			t.Errorf("peekID(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+// pipeServer serves cfg in-process and returns the client's ends.
+func pipeServer(t *testing.T, cfg Config) (send func(string), recv func() map[string]any, closeIn func(), done <-chan error) {
+	t.Helper()
+	inR, inW := io.Pipe()
+	outR, outW := io.Pipe()
+	errc := make(chan error, 1)
+	go func() { errc <- Serve(context.Background(), cfg, inR, outW) }()
+	lines := make(chan string, 16)
+	go func() {
+		sc := bufio.NewScanner(outR)
+		sc.Buffer(nil, 1<<20)
+		for sc.Scan() {
+			lines <- sc.Text()
+		}
+		close(lines)
+	}()
+	send = func(s string) {
+		t.Helper()
+		if _, err := io.WriteString(inW, s+"\n"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	recv = func() map[string]any {
+		t.Helper()
+		select {
+		case l, ok := <-lines:
+			if !ok {
+				t.Fatal("the server's output ended")
+			}
+			var m map[string]any
+			if err := json.Unmarshal([]byte(l), &m); err != nil {
+				t.Fatalf("not JSON: %q", l)
+			}
+			return m
+		case <-time.After(10 * time.Second):
+			t.Fatal("no reply within 10s")
+		}
+		return nil
+	}
+	t.Cleanup(func() { inW.Close(); outR.Close() })
+	return send, recv, func() { inW.Close() }, errc
+}
+
+func TestLineTransportAnswersBadLines(t *testing.T) {
+	send, recv, closeIn, done := pipeServer(t, Config{Dir: t.TempDir(), MaxRequest: 1024})
+	send(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`)
+	if r := recv(); r["id"] != float64(1) || r["error"] != nil {
+		t.Fatalf("initialize: %v", r)
+	}
+	send(`{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+	errCode := func(r map[string]any) float64 {
+		e, _ := r["error"].(map[string]any)
+		c, _ := e["code"].(float64)
+		return c
+	}
+	for _, c := range []struct {
+		line string
+		id   any
+		code float64
+	}{
+		{"not json", nil, -32700},
+		{"{", nil, -32700},
+		{`[{"jsonrpc":"2.0","id":3,"method":"ping"}]`, nil, -32600},
+		{`{"jsonrpc":"1.0","id":4,"method":"ping"}`, float64(4), -32600},
+		{`{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"write","arguments":{"content":"` + strings.Repeat("x", 4000) + `"}}}`, float64(5), -32600},
+		{strings.Repeat(" ", 3000) + "x", nil, -32600},
+	} {
+		send(c.line)
+		r := recv()
+		if r["id"] != c.id || errCode(r) != c.code {
+			t.Fatalf("reply to %.40q: %v, want id %v code %v", c.line, r, c.id, c.code)
+		}
+		if _, has := r["id"]; !has {
+			t.Fatalf("reply to %.40q has no id member (JSON-RPC wants null): %v", c.line, r)
+		}
+		send(`{"jsonrpc":"2.0","id":99,"method":"ping"}`)
+		if r := recv(); r["id"] != float64(99) || r["error"] != nil {
+			t.Fatalf("ping after %.40q: %v", c.line, r)
+		}
+	}
+	// Blank lines are skipped; a last line without a newline is still read.
+	send("")
+	send("\r")
+	closeIn()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("Serve after the input ended: %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Serve did not return after its input ended")
+	}
+}
+
+func TestToolsByAuthority(t *testing.T) {
+	list := func(cfg Config) map[string]*mcp.Tool {
+		st, ct := mcp.NewInMemoryTransports()
+		ctx := context.Background()
+		ss, err := NewServer(cfg).Connect(ctx, st, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer ss.Close()
+		cs, err := mcp.NewClient(&mcp.Implementation{Name: "t", Version: "1"}, nil).Connect(ctx, ct, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer cs.Close()
+		res, err := cs.ListTools(ctx, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := map[string]*mcp.Tool{}
+		for _, tool := range res.Tools {
+			out[tool.Name] = tool
+		}
+		return out
+	}
+	all := list(Config{Dir: "/ws"})
+	for _, n := range []string{"begin", "read", "write", "edit", "rm", "status", "diff", "apply", "drop", "run"} {
+		if all[n] == nil {
+			t.Errorf("a plain server lacks %s", n)
+		}
+	}
+	if !strings.Contains(all["apply"].Description, "person") {
+		t.Errorf("apply's description should say a person approves protected paths: %q", all["apply"].Description)
+	}
+	if d := list(Config{Dir: "/ws", AllowApprove: true})["apply"].Description; strings.Contains(d, "person") {
+		t.Errorf("with AllowApprove apply's description: %q", d)
+	}
+	po := list(Config{Dir: "/ws", ProposeOnly: true})
+	for n := range po {
+		if n == "apply" || n == "drop" {
+			t.Errorf("a propose-only server offers %s", n)
+		}
+	}
+	if len(po) != len(all)-2 {
+		t.Errorf("propose-only offers %d tools, want %d", len(po), len(all)-2)
+	}
+	if !strings.Contains(all["run"].Description, "at most 3600") {
+		t.Errorf("run's description should give the timeouts: %q", all["run"].Description)
+	}
+}
