@@ -1,0 +1,255 @@
+package semantic
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/wtx-dev/wtx/internal/wtxtest"
+)
+
+// L-005: agents propose, people approve. 'wtx mcp' never passes approval for
+// protected paths unless started with --allow-approve; 'wtx mcp
+// --propose-only' offers no tool that changes the workspace. The MCP run
+// tool is bounded (timeout, cancellation, the client going away) and one bad
+// request line does not end the session.
+
+func toolNames(t *testing.T, s *mcpServer) []string {
+	t.Helper()
+	r := s.await(s.request("tools/list", map[string]any{}), 10*time.Second)
+	if r.Error != nil {
+		t.Fatalf("tools/list: %+v", r.Error)
+	}
+	var list struct{ Tools []struct{ Name string } }
+	if err := json.Unmarshal(r.Result, &list); err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, tool := range list.Tools {
+		names = append(names, tool.Name)
+	}
+	sort.Strings(names)
+	return names
+}
+
+// workspaceChangers are the tools that change the workspace itself.
+var workspaceChangers = map[string]bool{"apply": true, "drop": true, "undo": true, "drop-op": true, "rebase": true}
+
+func changers(names []string) []string {
+	var out []string
+	for _, n := range names {
+		if workspaceChangers[n] {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+func TestL005ProposeOnlyOffersNoWorkspaceChange(t *testing.T) {
+	bin := wtxtest.Binary(t, false)
+	ws, state := mcpWorkspace(t, map[string]string{"a.txt": "one\n"})
+
+	// Negative control: a plain server offers apply and drop, so the check
+	// below can see them.
+	plain := startMCP(t, bin, ws, state, nil)
+	if got := changers(toolNames(t, plain)); len(got) < 2 {
+		t.Fatalf("control: a plain server offers %v; the check cannot see apply and drop", got)
+	}
+
+	s := startMCP(t, bin, ws, state, nil, "--propose-only")
+	names := toolNames(t, s)
+	if got := changers(names); len(got) > 0 {
+		t.Fatalf("--propose-only offers %v (all tools: %v)", got, names)
+	}
+	for _, want := range []string{"begin", "read", "write", "edit", "rm", "run", "status", "diff"} {
+		if !strings.Contains(" "+strings.Join(names, " ")+" ", " "+want+" ") {
+			t.Errorf("--propose-only lacks %s (tools: %v)", want, names)
+		}
+	}
+	// The agent still proposes: it stages a write and runs a command.
+	tx := s.beginStage(map[string]any{})
+	if r := s.call("write", map[string]any{"tx": tx, "path": "a.txt", "content": "two\n"}); r.IsError {
+		t.Fatalf("write: %s", r.text())
+	}
+	if r := s.call("run", map[string]any{"tx": tx, "argv": []string{"sh", "-c", "echo made > b.txt"}}); r.IsError {
+		t.Fatalf("run: %s", r.text())
+	}
+	// A call of a tool that is not offered is refused and changes nothing.
+	if r := s.await(s.callAsync("apply", map[string]any{"tx": tx, "approve": true}), 10*time.Second); r.Error == nil && !bytes.Contains(r.Result, []byte(`"isError":true`)) {
+		t.Fatalf("apply on a --propose-only server answered %s", r.Result)
+	}
+	if data, _ := os.ReadFile(filepath.Join(ws, "a.txt")); string(data) != "one\n" {
+		t.Fatalf("the workspace changed: a.txt = %q", data)
+	}
+	if _, err := os.Lstat(filepath.Join(ws, "b.txt")); err == nil {
+		t.Fatal("the workspace changed: b.txt exists")
+	}
+	// A person lands the proposal.
+	if r := runWtx(t, ws, state, "apply", tx); r.code != 0 {
+		t.Fatalf("wtx apply: %d %s", r.code, r.stderr)
+	}
+	if data, _ := os.ReadFile(filepath.Join(ws, "b.txt")); string(data) != "made\n" {
+		t.Fatalf("after a person's apply b.txt = %q", data)
+	}
+}
+
+func TestL005ApproveNeedsAllowApprove(t *testing.T) {
+	bin := wtxtest.Binary(t, false)
+	ws, state := mcpWorkspace(t, map[string]string{"conf/secret.env": "KEY=1\n", "notes.txt": "n\n"})
+	stageProtected := func(s *mcpServer) string {
+		tx := s.beginStage(map[string]any{"protect": []string{"conf"}})
+		if r := s.call("write", map[string]any{"tx": tx, "path": "conf/secret.env", "content": "KEY=agent\n"}); r.IsError {
+			t.Fatalf("write: %s", r.text())
+		}
+		return tx
+	}
+	untouched := func(when string) {
+		t.Helper()
+		if data, _ := os.ReadFile(filepath.Join(ws, "conf/secret.env")); string(data) != "KEY=1\n" {
+			t.Fatalf("%s: the protected file was written: %q", when, data)
+		}
+	}
+
+	s := startMCP(t, bin, ws, state, nil)
+	tx := stageProtected(s)
+	for _, approve := range []bool{true, false} {
+		r := s.call("apply", map[string]any{"tx": tx, "approve": approve})
+		if r.errorCode() != "refusal.protected" {
+			t.Fatalf("apply approve=%v without --allow-approve: want refusal.protected, got %s", approve, r.text())
+		}
+		var e struct {
+			Error struct {
+				Message   string
+				ExitCode  int `json:"exit_code"`
+				Repairs   []struct{ Command string }
+				Conflicts []struct{ Path, Kind string }
+			}
+		}
+		if err := json.Unmarshal([]byte(r.text()), &e); err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(e.Error.Message, "person") || strings.Contains(e.Error.Message, "--") {
+			t.Errorf("message should say a person approves, without command-line flags: %q", e.Error.Message)
+		}
+		if e.Error.ExitCode != 2 || len(e.Error.Conflicts) != 1 || e.Error.Conflicts[0].Path != "conf/secret.env" {
+			t.Errorf("refusal: %+v", e.Error)
+		}
+		if len(e.Error.Repairs) == 0 || !strings.Contains(e.Error.Repairs[len(e.Error.Repairs)-1].Command, "wtx apply "+tx+" --approve") {
+			t.Errorf("repairs should name the person's command: %+v", e.Error.Repairs)
+		}
+		untouched(fmt.Sprintf("approve=%v", approve))
+	}
+
+	// Negative control: with the gate switched off, the agent's approve
+	// lands the protected file, which the check above would catch.
+	fp := wtxtest.Binary(t, true)
+	ws2, state2 := mcpWorkspace(t, map[string]string{"conf/secret.env": "KEY=1\n"})
+	c := startMCP(t, fp, ws2, state2, []string{"WTX_DISABLE=approve-gate"})
+	tx2 := c.beginStage(map[string]any{"protect": []string{"conf"}})
+	c.call("write", map[string]any{"tx": tx2, "path": "conf/secret.env", "content": "KEY=agent\n"})
+	if r := c.call("apply", map[string]any{"tx": tx2, "approve": true}); r.IsError {
+		t.Fatalf("control: with the gate off the apply should land: %s", r.text())
+	}
+	if data, _ := os.ReadFile(filepath.Join(ws2, "conf/secret.env")); string(data) != "KEY=agent\n" {
+		t.Fatalf("control: with the gate off the protected file should be written, is %q", data)
+	}
+
+	// Started with --allow-approve, the same request is honoured.
+	a := startMCP(t, bin, ws, state, nil, "--allow-approve")
+	if r := a.call("apply", map[string]any{"tx": tx}); r.errorCode() != "refusal.protected" {
+		t.Fatalf("apply without approve under --allow-approve: %s", r.text())
+	}
+	untouched("apply without approve under --allow-approve")
+	if r := a.call("apply", map[string]any{"tx": tx, "approve": true}); r.IsError {
+		t.Fatalf("apply approve=true with --allow-approve: %s", r.text())
+	}
+	if data, _ := os.ReadFile(filepath.Join(ws, "conf/secret.env")); string(data) != "KEY=agent\n" {
+		t.Fatalf("with --allow-approve the approved file is %q", data)
+	}
+
+	if r := runWtx(t, ws, state, "mcp", "--allow-approve", "--propose-only"); r.code != 1 || !strings.Contains(r.stderr, "exclude each other") {
+		t.Fatalf("--allow-approve with --propose-only: exit %d (%s), want 1, a usage error", r.code, r.stderr)
+	}
+}
+
+func TestL005MalformedRequestKeepsServing(t *testing.T) {
+	bin := wtxtest.Binary(t, false)
+	ws, state := mcpWorkspace(t, map[string]string{"a.txt": "a\n"})
+	s := startMCP(t, bin, ws, state, nil)
+	for _, c := range []struct {
+		line string
+		code int
+		id   string
+	}{
+		{"this is not json", -32700, "null"},
+		{`{"jsonrpc":"2.0","id":41,"method":"tools/list"`, -32700, "null"},
+		{`{"jsonrpc":"2.0","id":42,"method":7}`, -32600, "42"},
+		{`[]`, -32600, "null"},
+	} {
+		s.sendLine([]byte(c.line))
+		r, ok := s.next(10 * time.Second)
+		if !ok {
+			t.Fatalf("no reply to %q; stderr:\n%s", c.line, s.stderr.String())
+		}
+		if r.Error == nil || r.Error.Code != c.code || string(r.ID) != c.id {
+			t.Fatalf("reply to %q: id %s error %+v, want id %s code %d", c.line, r.ID, r.Error, c.id, c.code)
+		}
+		if !s.ping() {
+			t.Fatalf("the server stopped answering after %q", c.line)
+		}
+	}
+	if r := s.call("write", map[string]any{"tx": s.beginStage(map[string]any{}), "path": "b.txt", "content": "b\n"}); r.IsError {
+		t.Fatalf("a tool call after bad lines: %s", r.text())
+	}
+
+	// Negative control: with the server's own framing off, the same line
+	// ends the session unanswered.
+	c := startMCP(t, wtxtest.Binary(t, true), ws, state, []string{"WTX_DISABLE=line-framing"})
+	c.sendLine([]byte("this is not json"))
+	if r, ok := c.next(3 * time.Second); ok && r.Error != nil && r.Error.Code == -32700 {
+		t.Fatal("control: the SDK's transport answered a parse error; this test no longer tells the framing apart")
+	}
+	if !c.waitExit(5 * time.Second) {
+		t.Fatal("control: the SDK's transport kept serving after a bad line")
+	}
+}
+
+func TestL005OversizedRequestKeepsServing(t *testing.T) {
+	bin := wtxtest.Binary(t, false)
+	ws, state := mcpWorkspace(t, map[string]string{"a.txt": "a\n"})
+	big := func(s *mcpServer, tx string) []byte {
+		s.nextID++
+		return fmt.Appendf(nil, `{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"write","arguments":{"tx":%q,"path":"big.txt","content":"%s"}}}`,
+			s.nextID, tx, strings.Repeat("x", 16<<20))
+	}
+	s := startMCP(t, bin, ws, state, nil)
+	tx := s.beginStage(map[string]any{})
+	line := big(s, tx)
+	s.sendLine(line)
+	r := s.await(s.nextID, 20*time.Second)
+	if r.Error == nil || r.Error.Code != -32600 {
+		t.Fatalf("oversized request: %+v %s", r.Error, r.Result)
+	}
+	if !s.ping() {
+		t.Fatal("the server stopped answering after an oversized request")
+	}
+	var st struct{ Changes []struct{ Path string } }
+	s.call("status", map[string]any{"tx": tx}).decode(t, &st)
+	if len(st.Changes) != 0 {
+		t.Fatalf("part of an oversized request was acted on: %+v", st.Changes)
+	}
+
+	// Negative control: the SDK's transport ends the session.
+	c := startMCP(t, wtxtest.Binary(t, true), ws, state, []string{"WTX_DISABLE=line-framing"})
+	ctx := c.beginStage(map[string]any{})
+	_, _ = c.in.Write(append(big(c, ctx), '\n')) // the server may end before it took every byte
+	if !c.waitExit(10 * time.Second) {
+		t.Fatal("control: the SDK's transport kept serving after an oversized frame")
+	}
+}
