@@ -18,14 +18,17 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"reflect"
 	"sync"
 	"time"
 	"unicode/utf8"
 
+	"github.com/google/jsonschema-go/jsonschema"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/wtx-dev/wtx"
 	"github.com/wtx-dev/wtx/internal/failpoint"
+	"github.com/wtx-dev/wtx/internal/jsonname"
 )
 
 // Config says which workspace the server works on and what it lets an
@@ -117,6 +120,9 @@ func newServer(cfg Config) (*mcp.Server, *handlers) {
 // when a string in them is not valid UTF-8: decoding would put U+FFFD in
 // place of the bytes and act on a name or content nobody sent.
 func addTool[In, Out any](s *mcp.Server, t *mcp.Tool, h mcp.ToolHandlerFor[In, Out]) {
+	if t.OutputSchema == nil {
+		t.OutputSchema = describe[Out]()
+	}
 	mcp.AddTool(s, t, func(ctx context.Context, req *mcp.CallToolRequest, in In) (*mcp.CallToolResult, Out, error) {
 		if req != nil && req.Params != nil && !failpoint.Disabled("utf8-check") {
 			if err := checkText(req.Params.Arguments); err != nil {
@@ -126,6 +132,42 @@ func addTool[In, Out any](s *mcp.Server, t *mcp.Tool, h mcp.ToolHandlerFor[In, O
 		}
 		return h(ctx, req, in)
 	})
+}
+
+// describe is the output schema of T as a description, not a contract the
+// SDK enforces: the library's types write themselves (a name that is not
+// UTF-8 adds path_b64, say), so extra members are allowed and none is
+// required. A strict schema would turn such an answer into an error.
+func describe[T any]() *jsonschema.Schema {
+	rt := reflect.TypeFor[T]()
+	if rt.Kind() == reflect.Pointer {
+		rt = rt.Elem()
+	}
+	s, err := jsonschema.ForType(rt, &jsonschema.ForOptions{})
+	if err != nil {
+		panic(fmt.Sprintf("output schema of %v: %v", rt, err)) // a programming error, found by any test that starts a server
+	}
+	var loosen func(*jsonschema.Schema)
+	loosen = func(s *jsonschema.Schema) {
+		if s == nil {
+			return
+		}
+		s.Required, s.AdditionalProperties = nil, nil
+		for _, p := range s.Properties {
+			loosen(p)
+		}
+		for _, d := range s.Defs {
+			loosen(d)
+		}
+		loosen(s.Items)
+		for _, l := range [][]*jsonschema.Schema{s.PrefixItems, s.AllOf, s.AnyOf, s.OneOf} {
+			for _, x := range l {
+				loosen(x)
+			}
+		}
+	}
+	loosen(s)
+	return s
 }
 
 // Serve runs the server on in/out until the client goes away (in ends) or
@@ -182,9 +224,12 @@ func (h *handlers) stage(ctx context.Context, tx string) (*wtx.Workspace, *wtx.S
 
 // BeginIn are begin's arguments.
 type BeginIn struct {
-	Name    string   `json:"name,omitempty" jsonschema:"an optional name for the stage, usable instead of its id"`
-	Exclude []string `json:"exclude,omitempty" jsonschema:"selectors left out of the stage and never applied"`
-	Protect []string `json:"protect,omitempty" jsonschema:"selectors whose changes need approve at apply"`
+	Name       string   `json:"name,omitempty" jsonschema:"an optional name for the stage, usable instead of its id"`
+	Exclude    []string `json:"exclude,omitempty" jsonschema:"selectors left out of the stage and never applied"`
+	ExcludeB64 []string `json:"exclude_b64,omitempty" jsonschema:"the exclude selectors' exact bytes, base64 (instead of exclude)"`
+	Protect    []string `json:"protect,omitempty" jsonschema:"selectors whose changes need a person's approval at apply"`
+	ProtectB64 []string `json:"protect_b64,omitempty" jsonschema:"the protect selectors' exact bytes, base64 (instead of protect)"`
+	Backend    string   `json:"backend,omitempty" jsonschema:"auto (the default), overlay, clone or copy"`
 }
 
 // BeginOut answers begin.
@@ -194,12 +239,20 @@ type BeginOut struct {
 }
 
 func (h *handlers) begin(ctx context.Context, _ *mcp.CallToolRequest, in BeginIn) (*mcp.CallToolResult, BeginOut, error) {
+	exclude, err := selectors("exclude", in.Exclude, in.ExcludeB64)
+	if err != nil {
+		return nil, BeginOut{}, fail(err)
+	}
+	protect, err := selectors("protect", in.Protect, in.ProtectB64)
+	if err != nil {
+		return nil, BeginOut{}, fail(err)
+	}
 	ws, err := h.open(ctx)
 	if err != nil {
 		return nil, BeginOut{}, fail(err)
 	}
 	defer ws.Close()
-	st, err := ws.Begin(ctx, wtx.BeginOptions{Name: in.Name, Exclude: in.Exclude, Protect: in.Protect})
+	st, err := ws.Begin(ctx, wtx.BeginOptions{Name: in.Name, Exclude: exclude, Protect: protect, Backend: in.Backend})
 	if err != nil {
 		return nil, BeginOut{}, fail(err)
 	}
@@ -416,8 +469,10 @@ type ApplyIn struct {
 type ApplyOut struct {
 	Tx              string       `json:"tx"`
 	OpID            string       `json:"op_id" jsonschema:"the applied op, for undo; empty when nothing was written"`
-	Written         []string     `json:"written"`
+	Written         []string     `json:"written" jsonschema:"the paths written; quoted as git quotes names when not UTF-8"`
+	WrittenB64      []string     `json:"written_b64,omitempty" jsonschema:"every written path's exact bytes, base64, when any is not UTF-8"`
 	AlreadyApplied  []string     `json:"already_applied"`
+	AlreadyB64      []string     `json:"already_applied_b64,omitempty" jsonschema:"the same for already_applied"`
 	ChangesetDigest string       `json:"changeset_digest"`
 	Settled         bool         `json:"settled"`
 	Receipt         *wtx.Receipt `json:"receipt,omitempty"`
@@ -436,7 +491,8 @@ func (h *handlers) apply(ctx context.Context, _ *mcp.CallToolRequest, in ApplyIn
 	if err != nil {
 		return nil, ApplyOut{}, fail(h.protected(st, err, in.Approve))
 	}
-	out := ApplyOut{Tx: st.ID(), OpID: r.OpID, Written: names(r.Written), AlreadyApplied: names(r.AlreadyApplied),
+	out := ApplyOut{Tx: st.ID(), OpID: r.OpID, Written: nonNil(jsonname.Texts(r.Written)), WrittenB64: jsonname.B64s(r.Written),
+		AlreadyApplied: nonNil(jsonname.Texts(r.AlreadyApplied)), AlreadyB64: jsonname.B64s(r.AlreadyApplied),
 		ChangesetDigest: r.ChangesetDigest, Settled: r.Settled, Receipt: r.Receipt}
 	return nil, out, nil
 }
@@ -463,16 +519,6 @@ func (h *handlers) protected(st *wtx.Stage, err error, asked bool) error {
 			{Action: "review", Detail: "a person looks at the change", Command: "wtx diff " + st.ID()},
 			{Action: "approve", Detail: "a person applies it, protected paths included", Command: "wtx apply " + st.ID() + " --approve"},
 		}
-	}
-	return out
-}
-
-// names writes names for a JSON list: a name that is not UTF-8 is quoted
-// as git quotes it (the receipt keeps the exact bytes).
-func names(ns []string) []string {
-	out := make([]string, len(ns))
-	for i, n := range ns {
-		out[i], _ = name(n)
 	}
 	return out
 }

@@ -1,6 +1,8 @@
 package semantic
 
 import (
+	"encoding/base64"
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
@@ -19,7 +21,8 @@ func replaced(t *testing.T, dir string) []string {
 	t.Helper()
 	var out []string
 	_ = filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error { // an unreadable entry is not a substitution
-		if err == nil && strings.ContainsRune(d.Name(), '\uFFFD') {
+		// The bytes of U+FFFD, not any byte that is not UTF-8.
+		if err == nil && strings.Contains(d.Name(), "\uFFFD") {
 			out = append(out, p)
 		}
 		return nil
@@ -75,5 +78,69 @@ func TestI001MCPInvalidUTF8Refused(t *testing.T) {
 	}
 	if got := replaced(t, ws2); len(got) != 1 {
 		t.Fatalf("control: with the check off a substituted name should land, found %q", got)
+	}
+}
+
+func TestI001MCPByteSafeFields(t *testing.T) {
+	for _, backend := range []string{"copy"} {
+		t.Run(backend, func(t *testing.T) { mcpByteSafe(t, backend) })
+	}
+}
+
+func mcpByteSafe(t *testing.T, backend string) {
+	bin := wtxtest.Binary(t, false)
+	ws, state := mcpWorkspace(t, map[string]string{"old\xfe.bin": "k\xffeep\x00\n", "plain.txt": "one two\n"})
+	s := startMCP(t, bin, ws, state, nil)
+	tx := s.beginStage(map[string]any{"backend": backend})
+	b64 := func(s string) string { return base64.StdEncoding.EncodeToString([]byte(s)) }
+	name, content := "new\xff\x01.txt", "\x00\xfe\xffbytes\n"
+
+	var w struct {
+		Path    string
+		PathB64 string `json:"path_b64"`
+	}
+	s.call("write", map[string]any{"tx": tx, "path_b64": b64(name), "content_b64": b64(content)}).decode(t, &w)
+	if w.PathB64 != b64(name) || w.Path != `"new\377\001.txt"` {
+		t.Fatalf("write answered path %q path_b64 %q", w.Path, w.PathB64)
+	}
+	var rd struct {
+		Path       string
+		PathB64    string `json:"path_b64"`
+		Content    string
+		ContentB64 string `json:"content_b64"`
+	}
+	s.call("read", map[string]any{"tx": tx, "path_b64": b64("old\xfe.bin")}).decode(t, &rd)
+	if rd.PathB64 != b64("old\xfe.bin") || rd.ContentB64 != b64("k\xffeep\x00\n") || rd.Content != "" {
+		t.Fatalf("read answered %+v", rd)
+	}
+	s.call("edit", map[string]any{"tx": tx, "path_b64": b64("old\xfe.bin"), "old_b64": b64("\xffeep"), "new_b64": b64("\xfe\xfe")}).decode(t, &w)
+	s.call("edit", map[string]any{"tx": tx, "path": "plain.txt", "old": "two", "new_b64": b64("\x80")}).decode(t, &w)
+	// Both forms of one field at once is a usage error.
+	if r := s.call("write", map[string]any{"tx": tx, "path": "x", "path_b64": b64("x")}); r.errorCode() != "usage.invalid" {
+		t.Fatalf("path and path_b64 together: %s", r.text())
+	}
+	if r := s.call("write", map[string]any{"tx": tx, "path_b64": "%%%"}); r.errorCode() != "usage.invalid" {
+		t.Fatalf("path_b64 that is not base64: %s", r.text())
+	}
+	if r := runWtx(t, ws, state, "apply", tx); r.code != 0 {
+		t.Fatalf("apply: %d %s", r.code, r.stderr)
+	}
+	for p, want := range map[string]string{name: content, "old\xfe.bin": "k\xfe\xfe\x00\n", "plain.txt": "one \x80\n"} {
+		if data, err := os.ReadFile(filepath.Join(ws, p)); err != nil || string(data) != want {
+			t.Errorf("%q after apply: %q %v, want %q", p, data, err, want)
+		}
+	}
+	if got := replaced(t, ws); len(got) > 0 {
+		t.Fatalf("names with U+FFFD appeared: %q", got)
+	}
+	// rm by the exact bytes.
+	tx2 := s.beginStage(map[string]any{"backend": backend})
+	if r := s.call("rm", map[string]any{"tx": tx2, "path_b64": b64(name)}); r.IsError {
+		t.Fatalf("rm: %s", r.text())
+	}
+	var st struct{ Changes []json.RawMessage }
+	s.call("status", map[string]any{"tx": tx2}).decode(t, &st)
+	if len(st.Changes) != 1 {
+		t.Fatalf("status after rm: %d changes", len(st.Changes))
 	}
 }
