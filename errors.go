@@ -163,6 +163,8 @@ func AsError(err error) *Error {
 		code = CodePermission
 	case errors.Is(err, blob.ErrCorrupt):
 		code = CodeCorrupt
+	case errors.Is(err, blob.ErrMissing):
+		code = CodeStateLost
 	case errors.Is(err, syscall.EIO):
 		code = CodeIO
 	default:

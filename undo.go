@@ -199,7 +199,7 @@ func (w *Workspace) Undo(ctx context.Context, ref string) (*UndoResult, error) {
 			inv.Action = tree.Modified
 		}
 		if inv.New != nil && inv.New.Type == tree.File && !w.blobs.Has(blob.Digest(inv.New.Digest)) {
-			return nil, &Error{Code: CodeInternal, Message: fmt.Sprintf("op %s: the content %s of %s is no longer in the blob store", op.ID, inv.New.Digest, quote.Path(inv.Path))}
+			return nil, &Error{Code: CodeStateLost, Message: fmt.Sprintf("op %s: the content %s of %s is no longer in the blob store", op.ID, inv.New.Digest, quote.Path(inv.Path))}
 		}
 		inverse = append(inverse, inv)
 	}

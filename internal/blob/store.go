@@ -20,6 +20,10 @@ import (
 // content no longer hashes to its name.
 var ErrCorrupt = errors.New("corrupt object")
 
+// ErrMissing is wrapped, with [fs.ErrNotExist], by errors about an object
+// that is not stored.
+var ErrMissing = errors.New("object not in the blob store")
+
 const (
 	objectsDir = "objects"
 	tmpDir     = "tmp"
@@ -192,9 +196,17 @@ func (s *Store) Open(d Digest) (*os.File, error) {
 	}
 	f, err := os.Open(p)
 	if err != nil {
-		return nil, fmt.Errorf("open blob %s: %w", d, err)
+		return nil, missing("open", d, err)
 	}
 	return f, nil
+}
+
+// missing wraps err, and ErrMissing when err says the object is not there.
+func missing(op string, d Digest, err error) error {
+	if errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("%s blob %s: %w: %w", op, d, ErrMissing, err)
+	}
+	return fmt.Errorf("%s blob %s: %w", op, d, err)
 }
 
 // ReadAll returns the content of the object d, checked against d: content
@@ -207,7 +219,7 @@ func (s *Store) ReadAll(d Digest) ([]byte, error) {
 	}
 	b, err := os.ReadFile(p)
 	if err != nil {
-		return nil, fmt.Errorf("read blob %s: %w", d, err)
+		return nil, missing("read", d, err)
 	}
 	if got := Sum(b); got != d {
 		return nil, corrupt("read", d, got)
