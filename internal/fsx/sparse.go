@@ -79,13 +79,15 @@ func CopySparse(ctx context.Context, dst, src *os.File, h io.Writer) (int64, err
 		}
 	}
 	// A hole at the end is made by the length alone.
-	dfi, err := dst.Stat()
-	if err != nil {
-		return off, err
-	}
-	if dfi.Size() < off {
-		if err := dst.Truncate(off); err != nil {
+	if off > 0 {
+		dfi, err := dst.Stat()
+		if err != nil {
 			return off, err
+		}
+		if dfi.Size() < off {
+			if err := dst.Truncate(off); err != nil {
+				return off, err
+			}
 		}
 	}
 	return off, nil
