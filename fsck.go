@@ -218,8 +218,11 @@ func (fk *fsck) modes() {
 			}
 		} else if fi.Mode()&fs.ModeSymlink == 0 && (fi.Mode().Perm()&0o077 != 0 || fi.Mode()&(fs.ModeSetuid|fs.ModeSetgid|fs.ModeSticky) != 0) {
 			want := privateFilePerm
-			if fi.IsDir() {
+			switch {
+			case fi.IsDir():
 				want = privateDirPerm
+			case strings.HasPrefix(rel, objectsName+"/"):
+				want = 0o400 // objects are written once
 			}
 			f := Finding{Kind: FindNotPrivate, Code: CodeStateUnsafe, Path: p,
 				Detail: fmt.Sprintf("mode %s: group or others may use it; the state root is private to its owner", unixMode(fi)),

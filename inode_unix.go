@@ -4,6 +4,7 @@ import (
 	"os"
 	"syscall"
 
+	"github.com/wtx-dev/wtx/internal/state"
 	"github.com/wtx-dev/wtx/internal/tree"
 )
 
@@ -22,4 +23,15 @@ func statOfView(fi os.FileInfo) tree.Stat {
 		return tree.Stat{}
 	}
 	return tree.Stat{Ino: uint64(st.Ino), Size: fi.Size(), Mtime: fi.ModTime().UnixNano(), Ctime: ctimeNs(st)}
+}
+
+// identOf returns the device and inode of the directory at path (zero when
+// they cannot be read: the record is then found by path alone).
+func identOf(path string) state.Ident {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return state.Ident{}
+	}
+	ino, dev, _ := inodeOf(fi)
+	return state.Ident{Dev: dev, Ino: ino}
 }

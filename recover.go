@@ -7,6 +7,9 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 
@@ -23,9 +26,12 @@ type RecoverResult struct {
 	// RolledBack and RolledForward list the ops finished each way.
 	RolledBack    []string `json:"rolled_back"`
 	RolledForward []string `json:"rolled_forward"`
-	// Discarded lists journals that were never complete (nothing of them
-	// reached the workspace).
+	// Discarded lists ops whose journal was damaged or missing while the
+	// workspace shows no trace of the apply (no temporary files of wtx, no
+	// commit marker): nothing of it reached the workspace. Their journals
+	// are not deleted but set aside, into SetAside.
 	Discarded []string `json:"discarded"`
+	SetAside  []string `json:"set_aside"`
 	// Kept lists paths left as someone changed them after the crash, when a
 	// rollback was forced with keep-external.
 	Kept []Conflict `json:"kept"`
@@ -38,6 +44,14 @@ type RecoverResult struct {
 // with refusal.interrupted-apply naming it, unless keepExternal is set, in
 // which case the external version is kept, reported, and recovery finishes
 // (the op's pre-images stay in the blob store).
+//
+// A step that fails (a chmod, a read, a rename) is reported with every
+// other failed step, and the journal stays for the next recovery. A
+// damaged journal of an apply that left traces in the workspace (temporary
+// files of wtx, or a commit marker) stays too: recovery refuses with
+// refusal.interrupted-apply, and so does every command on the workspace,
+// until a person puts the workspace right and sets the journal aside
+// ([Workspace.SetAsideJournal]).
 func (w *Workspace) Recover(ctx context.Context, keepExternal bool) (*RecoverResult, error) {
 	unlock, err := w.lock(ctx)
 	if err != nil {
@@ -47,32 +61,41 @@ func (w *Workspace) Recover(ctx context.Context, keepExternal bool) (*RecoverRes
 	return w.recoverLocked(ctx, keepExternal)
 }
 
-// pendingRecovery reports whether an interrupted op waits for recovery.
-func (w *Workspace) pendingRecovery() bool {
+// pendingRecovery reports whether an interrupted op waits for recovery. A
+// journal directory that cannot be read is an error, not "nothing pending".
+func (w *Workspace) pendingRecovery() (bool, error) {
 	ops, err := journal.Pending(w.journalDir())
-	return err == nil && len(ops) > 0
+	if err != nil {
+		return false, stateIOError(w.stateDir, "read the journals", err)
+	}
+	return len(ops) > 0, nil
 }
 
 func (w *Workspace) recoverLocked(ctx context.Context, keepExternal bool) (*RecoverResult, error) {
-	res := &RecoverResult{RolledBack: []string{}, RolledForward: []string{}, Discarded: []string{}, Kept: []Conflict{}}
+	res := &RecoverResult{RolledBack: []string{}, RolledForward: []string{}, Discarded: []string{}, SetAside: []string{}, Kept: []Conflict{}}
 	ops, err := journal.Pending(w.journalDir())
 	if err != nil {
-		return nil, AsError(err)
+		return nil, stateIOError(w.stateDir, "read the journals", err)
 	}
 	for _, op := range ops {
 		j, committed, err := journal.Load(w.journalDir(), op)
 		if err != nil {
-			if errors.Is(err, journal.ErrCorrupt) || errors.Is(err, fs.ErrNotExist) {
-				// Never durably written: the workspace was not touched.
-				if err := journal.Remove(w.journalDir(), op); err != nil {
-					return nil, AsError(err)
-				}
-				res.Discarded = append(res.Discarded, op)
-				continue
+			if !errors.Is(err, journal.ErrCorrupt) && !errors.Is(err, fs.ErrNotExist) {
+				return nil, stateIOError(w.stateDir, "read the journal of "+op, err)
 			}
-			return nil, AsError(err)
+			if derr := w.damagedJournal(op, err); derr != nil {
+				return nil, derr
+			}
+			// No trace of it in the workspace: it was never complete.
+			dst, err := w.setAsideJournal(op)
+			if err != nil {
+				return nil, err
+			}
+			res.Discarded = append(res.Discarded, op)
+			res.SetAside = append(res.SetAside, dst)
+			continue
 		}
-		if j.Workspace != w.path {
+		if !w.sameWorkspace(j.Workspace) {
 			return nil, &Error{Code: CodeInterruptedApply,
 				Message: fmt.Sprintf("journal %s belongs to workspace %s, not %s: wtx does not act on it here; move it out of %s", op, j.Workspace, w.path, w.journalDir())}
 		}
@@ -89,11 +112,88 @@ func (w *Workspace) recoverLocked(ctx context.Context, keepExternal bool) (*Reco
 		}
 		res.Kept = append(res.Kept, kept...)
 		if err := journal.Remove(w.journalDir(), op); err != nil {
-			return nil, AsError(err)
+			return nil, stateIOError(w.stateDir, "remove the finished journal of "+op, err)
 		}
 		res.RolledBack = append(res.RolledBack, op)
 	}
 	return res, nil
+}
+
+// damagedJournal decides what a journal that does not decode (loadErr)
+// means. If the workspace holds temporary files of wtx, or the op's commit
+// marker exists, the apply touched the workspace: the journal stays and
+// the answer is refusal.interrupted-apply with what to do. Otherwise it
+// returns nil: nothing of the op reached the workspace.
+func (w *Workspace) damagedJournal(op string, loadErr error) error {
+	temps := findTemps(w.path, 10)
+	_, cerr := os.Lstat(filepath.Join(w.journalDir(), op, "committed"))
+	committed := cerr == nil
+	if len(temps) == 0 && !committed {
+		return nil
+	}
+	var evidence []string
+	if len(temps) > 0 {
+		q := make([]string, len(temps))
+		for i, t := range temps {
+			q[i] = quote.Path(t)
+		}
+		evidence = append(evidence, "the workspace holds temporary files of wtx ("+strings.Join(q, ", ")+")")
+	}
+	if committed {
+		evidence = append(evidence, "the op had committed (its commit marker is there)")
+	}
+	return &Error{Code: CodeInterruptedApply,
+		Message: fmt.Sprintf("an apply (%s) was interrupted after it touched the workspace %s, and its journal is damaged (%v): %s. wtx cannot tell what it changed, keeps the journal (%s) and refuses to act on this workspace until it is put right",
+			op, w.path, loadErr, strings.Join(evidence, "; "), filepath.Join(w.journalDir(), op)),
+		Repairs: []Repair{
+			{Action: "inspect", Detail: "each " + tempPrefix + "* file holds the old or the new content of the file whose name follows it in its directory; put every such path back as it should be and remove the temporary files"},
+			{Action: "set-aside", Detail: "then set the damaged journal aside (it is kept in lost+found in the state root)", Command: "wtx recover --set-aside " + op},
+			{Action: "check", Detail: "see everything else the state root holds", Command: "wtx fsck"},
+		}}
+}
+
+// setAsideJournal moves op's journal into the state root's lost+found and
+// returns where it went.
+func (w *Workspace) setAsideJournal(op string) (string, error) {
+	lf := filepath.Join(w.stateDir, lostFoundName)
+	if err := ensurePrivateDir(w.stateDir, lf); err != nil {
+		return "", err
+	}
+	dst := filepath.Join(lf, fmt.Sprintf("journal-%s-%s-%s", w.id, op, w.now().UTC().Format("20060102T150405.000000000Z")))
+	if err := os.Rename(filepath.Join(w.journalDir(), op), dst); err != nil {
+		return "", stateIOError(w.stateDir, "set the journal of "+op+" aside", err)
+	}
+	if err := fsx.SyncDir(w.journalDir()); err != nil {
+		return "", stateIOError(w.stateDir, "set the journal of "+op+" aside", err)
+	}
+	return dst, nil
+}
+
+// SetAsideJournal moves the damaged journal of op out of the way (into
+// lost+found in the state root), once a person has put the workspace right
+// after an interrupted apply whose journal could not be read. A journal
+// that decodes is refused: recovery finishes it.
+func (w *Workspace) SetAsideJournal(ctx context.Context, op string) (string, error) {
+	unlock, err := w.lock(ctx)
+	if err != nil {
+		return "", err
+	}
+	defer unlock()
+	if strings.ContainsAny(op, "/\x00") || op == "" || op == "." || op == ".." {
+		return "", errorf(CodeUsage, "%q is not an op id", op)
+	}
+	_, _, lerr := journal.Load(w.journalDir(), op)
+	switch {
+	case lerr == nil:
+		return "", errorf(CodeUsage, "the journal of %s is sound: 'wtx recover' finishes it (or 'wtx recover --rollback')", op)
+	case errors.Is(lerr, fs.ErrNotExist):
+		if _, err := os.Lstat(filepath.Join(w.journalDir(), op)); err != nil {
+			return "", errorf(CodeOpNotFound, "no journal of %s in workspace %s", op, w.path)
+		}
+	case !errors.Is(lerr, journal.ErrCorrupt):
+		return "", stateIOError(w.stateDir, "read the journal of "+op, lerr)
+	}
+	return w.setAsideJournal(op)
 }
 
 // rollForward finishes a committed op: what is left is cleanup and
@@ -104,27 +204,50 @@ func (w *Workspace) rollForward(ctx context.Context, j *journal.Journal) error {
 		return AsError(err)
 	}
 	defer root.Close()
+	var errs []error
 	for _, r := range j.Records {
 		if (r.Step.Kind == tree.StepRemove && !r.Unlink) || r.Step.Kind == tree.StepWrite || r.Step.Kind == tree.StepSymlink {
 			if err := removeTemps(root, r); err != nil {
-				// The journal stays: the next recovery removes them.
-				return AsError(fmt.Errorf("roll forward %s: %w", j.OpID, err))
+				errs = append(errs, fmt.Errorf("%s: %w", quote.Path(r.Step.Path), err))
 			}
 		}
 		failpoint.Hit("recover:forward-cleanup")
 	}
+	if len(errs) > 0 {
+		// The journal stays: the next recovery removes them.
+		return stepsFailed(j.OpID, "finish", errs)
+	}
 	var rec opRecord
 	if err := json.Unmarshal(j.Body, &rec); err != nil {
-		return &Error{Code: CodeInternal, Message: fmt.Sprintf("journal of %s: damaged op record: %v", j.OpID, err)}
+		return &Error{Code: CodeCorrupt, Message: fmt.Sprintf("journal of %s: damaged op record: %v; the op landed but cannot be recorded: the journal stays", j.OpID, err),
+			Repairs: []Repair{{Action: "check", Detail: "see what the state root holds", Command: "wtx fsck"}}}
 	}
 	if err := w.recordOp(ctx, rec); err != nil {
 		return err
 	}
 	failpoint.Hit("recover:forward-recorded")
 	if err := journal.Remove(w.journalDir(), j.OpID); err != nil {
-		return AsError(err)
+		return stateIOError(w.stateDir, "remove the finished journal of "+j.OpID, err)
 	}
 	return nil
+}
+
+// stepsFailed reports every step of op's recovery that failed: the journal
+// stays, and the next recovery tries them again. The code is that of the
+// first failure (io.* for a system error).
+func stepsFailed(op, verb string, errs []error) *Error {
+	first := AsError(errs[0])
+	code := first.Code
+	if code == CodeInternal {
+		code = CodeIO
+	}
+	msgs := make([]string, len(errs))
+	for i, e := range errs {
+		msgs[i] = e.Error()
+	}
+	return &Error{Code: code, Err: errors.Join(errs...),
+		Message: fmt.Sprintf("could not %s the interrupted apply %s: %d step(s) failed: %s; the journal stays and the workspace is not yet recovered", verb, op, len(errs), strings.Join(msgs, "; ")),
+		Repairs: []Repair{{Action: "recover", Detail: "fix the cause (permissions, disk), then recover again", Command: "wtx recover"}}}
 }
 
 // rollback undoes an uncommitted op (used when the commit marker cannot be
@@ -137,6 +260,8 @@ func (w *Workspace) rollback(ctx context.Context, j *journal.Journal) error {
 // rollbackJournal puts every path of j back to its pre-image, newest step
 // first. Each record is judged by what the workspace holds now, so a crash at
 // any point (of the apply or of an earlier recovery) is handled the same way.
+// A step that fails is reported with all the others that fail; the journal
+// then stays.
 func (w *Workspace) rollbackJournal(ctx context.Context, j *journal.Journal, keepExternal bool) ([]Conflict, error) {
 	root, err := fsx.OpenRoot(w.path)
 	if err != nil {
@@ -153,6 +278,7 @@ func (w *Workspace) rollbackJournal(ctx context.Context, j *journal.Journal, kee
 		}
 	}
 	var conflicts []Conflict
+	var errs []error
 	for i := len(j.Records) - 1; i >= 0; i-- {
 		if err := ctx.Err(); err != nil {
 			return nil, err
@@ -162,7 +288,12 @@ func (w *Workspace) rollbackJournal(ctx context.Context, j *journal.Journal, kee
 		if k, ok := removed[r.Step.Path]; ok && k < i {
 			orig = j.Records[k].Step.Old
 		}
-		if cf := rb.undo(r, orig); cf != nil {
+		cf, err := rb.undo(r, orig)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", quote.Path(r.Step.Path), err))
+			continue
+		}
+		if cf != nil {
 			if !keepExternal {
 				return nil, &Error{Code: CodeInterruptedApply,
 					Message:   fmt.Sprintf("an apply (%s) was interrupted and %s changed since; wtx will not overwrite it", j.OpID, quote.Path(cf.Path)),
@@ -175,9 +306,15 @@ func (w *Workspace) rollbackJournal(ctx context.Context, j *journal.Journal, kee
 			conflicts = append(conflicts, *cf)
 			// The path stays as it was changed; what the record left under
 			// its temporary names goes (pre-images are in the blob store).
-			if d, err := root.OpenDir(tree.Parent(r.Step.Path)); err == nil {
-				removeNames(d, tempsWithPrefix(d, r.Tmp))
+			d, err := root.OpenDir(tree.Parent(r.Step.Path))
+			if err == nil {
+				err = removeTempsIn(d, r.Tmp)
 				d.Close()
+			} else if gone(err) {
+				err = nil
+			}
+			if err != nil {
+				errs = append(errs, fmt.Errorf("%s: remove temporary files: %w", quote.Path(r.Step.Path), err))
 			}
 		}
 		failpoint.Hit("recover:undone")
@@ -186,30 +323,62 @@ func (w *Workspace) rollbackJournal(ctx context.Context, j *journal.Journal, kee
 	// goes. A temporary name left behind (its removal failed) or a failed
 	// sync keeps the journal, so the next recovery does it again: an fsync
 	// error is never trusted.
-	var errs []error
 	for _, r := range j.Records {
 		d, err := root.OpenDir(tree.Parent(r.Step.Path))
 		if err != nil {
-			continue // the directory was removed by the rollback
+			if !gone(err) {
+				errs = append(errs, fmt.Errorf("%s: %w", quote.Path(tree.Parent(r.Step.Path)), err))
+			}
+			continue // otherwise the directory was removed by the rollback
 		}
-		// A failed restore may leave its temporary file, and a path back to
-		// its pre-image may still have the record's: both are garbage now.
-		removeNames(d, tempsWithPrefix(d, tempPrefix+"restore-"))
-		if cur, found := rb.entry(d, tree.Base(r.Step.Path)); matches(cur, found, r.Step.Old) {
-			removeNames(d, tempsWithPrefix(d, r.Tmp))
-		}
-		if left := append(tempsWithPrefix(d, r.Tmp), tempsWithPrefix(d, tempPrefix+"restore-")...); len(left) > 0 {
-			errs = append(errs, fmt.Errorf("roll back %s: temporary names left in %s: %v", j.OpID, d.Rel(), left))
-		}
-		if err := d.Sync(); err != nil {
-			errs = append(errs, err)
-		}
+		errs = append(errs, rb.finishDir(d, r)...)
 		d.Close()
 	}
 	if len(errs) > 0 {
-		return nil, AsError(errors.Join(errs...))
+		return nil, stepsFailed(j.OpID, "roll back", errs)
 	}
 	return conflicts, nil
+}
+
+// finishDir removes what r left in d under temporary names once r's path
+// is back to its pre-image, checks none is left, and syncs d.
+func (rb *rollbacker) finishDir(d *fsx.Dir, r journal.Record) []error {
+	var errs []error
+	// A failed restore may leave its temporary file, and a path back to
+	// its pre-image may still have the record's: both are garbage now.
+	if err := removeTempsIn(d, tempPrefix+"restore-"); err != nil {
+		errs = append(errs, err)
+	}
+	cur, found, err := rb.entry(d, tree.Base(r.Step.Path))
+	if err != nil {
+		errs = append(errs, err)
+	} else if matches(cur, found, r.Step.Old) {
+		if err := removeTempsIn(d, r.Tmp); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	left, err := tempsWithPrefix(d, r.Tmp)
+	if err != nil {
+		return append(errs, err)
+	}
+	more, err := tempsWithPrefix(d, tempPrefix+"restore-")
+	if err != nil {
+		return append(errs, err)
+	}
+	if left = append(left, more...); len(left) > 0 {
+		errs = append(errs, fmt.Errorf("temporary names left in %s: %v", quote.Path(d.Rel()), left))
+	}
+	if err := d.Sync(); err != nil {
+		errs = append(errs, err)
+	}
+	return errs
+}
+
+// gone reports whether err says a directory is not there (any more) or is
+// not a directory (a file, or a symbolic link, which wtx never follows):
+// nothing of a record can remain in it.
+func gone(err error) bool {
+	return errors.Is(err, fs.ErrNotExist) || errors.Is(err, fsx.ErrNotDir) || errors.Is(err, syscall.ENOTDIR) || errors.Is(err, fsx.ErrSymlink)
 }
 
 type rollbacker struct {
@@ -219,128 +388,167 @@ type rollbacker struct {
 
 // undo restores one record's pre-image if the path holds the post-image or
 // an intermediate state the record explains; it returns a conflict if the
-// path holds anything else. orig is the path's pre-image when an earlier
+// path holds anything else, and an error if a step it needed failed (the
+// path is then not restored). orig is the path's pre-image when an earlier
 // record of the journal removes it (a type change): a path that still holds
 // it was never reached by r.
-func (rb *rollbacker) undo(r journal.Record, orig *tree.Entry) *Conflict {
+func (rb *rollbacker) undo(r journal.Record, orig *tree.Entry) (*Conflict, error) {
 	st := r.Step
 	d, err := rb.root.OpenDir(tree.Parent(st.Path))
 	if err != nil {
 		made := st.Kind == tree.StepMkdir || st.Kind == tree.StepDirPerm || st.Old == nil
 		if errors.Is(err, fs.ErrNotExist) && (made || st.New == nil) {
-			return nil // the directory it would live in is gone: nothing of it remains
+			return nil, nil // the directory it would live in is gone: nothing of it remains
 		}
-		if made && (errors.Is(err, fsx.ErrNotDir) || errors.Is(err, syscall.ENOTDIR) || errors.Is(err, fsx.ErrSymlink)) {
-			return nil // its directory is not (or no longer) one: nothing made here remains
+		notDir := errors.Is(err, fsx.ErrNotDir) || errors.Is(err, syscall.ENOTDIR) || errors.Is(err, fsx.ErrSymlink)
+		if made && notDir {
+			return nil, nil // its directory is not (or no longer) one: nothing made here remains
 		}
-		return &Conflict{Path: st.Path, Kind: "type-changed", Detail: err.Error()}
+		if notDir || errors.Is(err, fs.ErrNotExist) {
+			return &Conflict{Path: st.Path, Kind: "type-changed", Detail: err.Error()}, nil
+		}
+		return nil, fmt.Errorf("open its directory: %w", err)
 	}
 	defer d.Close()
 	name := tree.Base(st.Path)
-	cur, found := rb.entry(d, name)
+	cur, found, err := rb.entry(d, name)
+	if err != nil {
+		return nil, err
+	}
 	if orig != nil && found && tree.SameContent(cur, orig) {
 		if st.Kind == tree.StepWrite || st.Kind == tree.StepSymlink {
-			removeNames(d, tempsWithPrefix(d, r.Tmp))
+			return nil, removeTempsIn(d, r.Tmp)
 		}
-		return nil
+		return nil, nil
 	}
 	switch st.Kind {
 	case tree.StepChmod:
 		if found && cur.Type == tree.File && cur.Perm == st.New.Perm && cur.Digest == st.Old.Digest {
-			d.Chmod(name, fs.FileMode(st.Old.Perm))
-			return nil
+			if err := d.Chmod(name, fs.FileMode(st.Old.Perm)); err != nil {
+				return nil, fmt.Errorf("chmod back to %04o: %w", st.Old.Perm, err)
+			}
+			return nil, nil
 		}
 		if found && tree.SameContent(cur, st.Old) {
-			return nil
+			return nil, nil
 		}
 	case tree.StepDirPerm:
 		if found && cur.Type == tree.Dir {
 			if cur.Perm != st.Old.Perm {
-				d.Chmod(name, fs.FileMode(st.Old.Perm))
+				if err := d.Chmod(name, fs.FileMode(st.Old.Perm)); err != nil {
+					return nil, fmt.Errorf("chmod back to %04o: %w", st.Old.Perm, err)
+				}
 			}
-			return nil
+			return nil, nil
 		}
 		if !found {
-			return nil // made by a step undone later (mkdir)
+			return nil, nil // made by a step undone later (mkdir)
 		}
 	case tree.StepMkdir:
 		if !found {
-			return nil
+			return nil, nil
 		}
 		if cur.Type == tree.Dir {
-			if err := d.Rmdir(name); err == nil || errors.Is(err, fs.ErrNotExist) {
-				return nil
+			err := d.Rmdir(name)
+			switch {
+			case err == nil || errors.Is(err, fs.ErrNotExist):
+				return nil, nil
+			case errors.Is(err, syscall.ENOTEMPTY) || errors.Is(err, fs.ErrExist):
+				return &Conflict{Path: st.Path, Kind: "added-inside-deleted-dir", Detail: "wtx created this directory and something else was put in it after the crash"}, nil
 			}
-			return &Conflict{Path: st.Path, Kind: "added-inside-deleted-dir", Detail: "wtx created this directory and something else was put in it after the crash"}
+			return nil, fmt.Errorf("remove the directory the apply made: %w", err)
 		}
 	case tree.StepRmdir:
 		if !found {
 			if err := d.Mkdir(name, fs.FileMode(st.Old.Perm)); err != nil {
-				return &Conflict{Path: st.Path, Kind: "modified", Detail: err.Error()}
+				if errors.Is(err, fs.ErrExist) {
+					return &Conflict{Path: st.Path, Kind: "created", Detail: err.Error()}, nil
+				}
+				return nil, fmt.Errorf("make the removed directory again: %w", err)
 			}
-			return nil
+			return nil, nil
 		}
 		if cur.Type == tree.Dir {
-			return nil
+			return nil, nil
 		}
 	case tree.StepRemove:
 		if found {
 			if tree.SameContent(cur, st.Old) {
-				rb.unlinkTemp(d, r.Tmp, r.Ident)
-				return nil
+				return nil, rb.unlinkTemp(d, r.Tmp, r.Ident)
 			}
 			break
 		}
 		// Moved aside and still there?
-		if tst, err := d.Lstat(r.Tmp); err == nil && tst.Ino == r.Ident.Ino {
+		tst, err := d.Lstat(r.Tmp)
+		if err == nil && tst.Ino == r.Ident.Ino {
 			if err := d.RenameNoReplace(r.Tmp, d, name); err != nil {
-				return &Conflict{Path: st.Path, Kind: "created", Detail: err.Error()}
+				if errors.Is(err, fs.ErrExist) {
+					return &Conflict{Path: st.Path, Kind: "created", Detail: err.Error()}, nil
+				}
+				return nil, fmt.Errorf("move the pre-image back: %w", err)
 			}
-			return nil
+			return nil, nil
+		}
+		if err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return nil, fmt.Errorf("look for the moved-aside pre-image: %w", err)
 		}
 		if err := rb.restore(d, name, st.Old); err != nil {
-			return &Conflict{Path: st.Path, Kind: "deleted", Detail: "its pre-image could not be restored: " + err.Error()}
+			return nil, fmt.Errorf("restore the pre-image: %w", err)
 		}
-		return nil
+		return nil, nil
 	case tree.StepWrite, tree.StepSymlink:
-		temps := tempsWithPrefix(d, r.Tmp)
+		temps, err := tempsWithPrefix(d, r.Tmp)
+		if err != nil {
+			return nil, err
+		}
 		switch {
 		case st.Old == nil && !found:
-			removeNames(d, temps)
-			return nil
+			return nil, removeNames(d, temps)
 		case st.Old == nil && tree.SameContent(cur, st.New):
-			d.Unlink(name)
-			removeNames(d, temps)
-			return nil
+			if err := d.Unlink(name); err != nil && !errors.Is(err, fs.ErrNotExist) {
+				return nil, fmt.Errorf("remove what the apply added: %w", err)
+			}
+			return nil, removeNames(d, temps)
 		case st.Old != nil && found && tree.SameContent(cur, st.Old):
-			removeNames(d, temps) // the exchange never happened
-			return nil
+			return nil, removeNames(d, temps) // the exchange never happened
 		case st.Old != nil && found && tree.SameContent(cur, st.New):
 			for _, t := range temps {
-				if tst, err := d.Lstat(t); err == nil && tst.Ino == r.Ident.Ino {
+				tst, err := d.Lstat(t)
+				if err != nil && !errors.Is(err, fs.ErrNotExist) {
+					return nil, fmt.Errorf("look for the displaced pre-image: %w", err)
+				}
+				if err == nil && tst.Ino == r.Ident.Ino {
 					if err := d.Exchange(t, d, name); err != nil {
-						return &Conflict{Path: st.Path, Kind: "modified", Detail: err.Error()}
+						return nil, fmt.Errorf("exchange the pre-image back: %w", err)
 					}
-					d.Unlink(t)
-					return nil
+					if err := d.Unlink(t); err != nil && !errors.Is(err, fs.ErrNotExist) {
+						return nil, fmt.Errorf("remove the post-image: %w", err)
+					}
+					return nil, nil
 				}
 			}
 			// The displaced pre-image is gone: rebuild it from the blob store.
 			if err := d.Unlink(name); err != nil {
-				return &Conflict{Path: st.Path, Kind: "modified", Detail: err.Error()}
+				return nil, fmt.Errorf("remove the post-image: %w", err)
 			}
 			if err := rb.restore(d, name, st.Old); err != nil {
-				return &Conflict{Path: st.Path, Kind: "deleted", Detail: err.Error()}
+				return nil, fmt.Errorf("restore the pre-image: %w", err)
 			}
-			return nil
+			return nil, nil
 		case st.Old != nil && !found:
 			for _, t := range temps {
-				if tst, err := d.Lstat(t); err == nil && tst.Ino == r.Ident.Ino {
+				tst, err := d.Lstat(t)
+				if err != nil && !errors.Is(err, fs.ErrNotExist) {
+					return nil, fmt.Errorf("look for the displaced pre-image: %w", err)
+				}
+				if err == nil && tst.Ino == r.Ident.Ino {
 					if err := d.RenameNoReplace(t, d, name); err != nil {
-						return &Conflict{Path: st.Path, Kind: "created", Detail: err.Error()}
+						if errors.Is(err, fs.ErrExist) {
+							return &Conflict{Path: st.Path, Kind: "created", Detail: err.Error()}, nil
+						}
+						return nil, fmt.Errorf("move the pre-image back: %w", err)
 					}
-					removeNames(d, tempsWithPrefix(d, r.Tmp))
-					return nil
+					return nil, removeTempsIn(d, r.Tmp)
 				}
 			}
 		}
@@ -350,31 +558,43 @@ func (rb *rollbacker) undo(r journal.Record, orig *tree.Entry) *Conflict {
 	if found {
 		cf.Current = sideDigest(cur)
 	}
-	return cf
+	return cf, nil
 }
 
-// entry reads what name holds now (files are hashed).
-func (rb *rollbacker) entry(d *fsx.Dir, name string) (*tree.Entry, bool) {
+// entry reads what name holds now (files are hashed). A name that is not
+// there is (nil, false, nil); one that cannot be read is an error, never an
+// entry without its digest or target.
+func (rb *rollbacker) entry(d *fsx.Dir, name string) (*tree.Entry, bool, error) {
 	st, err := d.Lstat(name)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, false, nil
+	}
 	if err != nil {
-		return nil, false
+		return nil, false, fmt.Errorf("inspect: %w", err)
 	}
 	e := &tree.Entry{Path: name, Type: tree.TypeOf(st.Mode), Size: st.Size}
 	switch e.Type {
 	case tree.File:
 		e.Perm = uint32(st.Mode.Perm())
-		if f, err := d.OpenFile(name); err == nil {
-			h := blob.NewHasher()
-			io.Copy(h, f)
-			f.Close()
-			e.Digest = string(h.Digest())
+		f, err := d.OpenFile(name)
+		if err != nil {
+			return nil, false, fmt.Errorf("read: %w", err)
 		}
+		h := blob.NewHasher()
+		_, err = io.Copy(h, f)
+		f.Close()
+		if err != nil {
+			return nil, false, fmt.Errorf("read: %w", err)
+		}
+		e.Digest = string(h.Digest())
 	case tree.Dir:
 		e.Perm = uint32(st.Mode.Perm())
 	case tree.Symlink:
-		e.Target, _ = d.Readlink(name)
+		if e.Target, err = d.Readlink(name); err != nil {
+			return nil, false, fmt.Errorf("read the link: %w", err)
+		}
 	}
-	return e, true
+	return e, true, nil
 }
 
 func (rb *rollbacker) restore(d *fsx.Dir, name string, old *tree.Entry) error {
@@ -382,17 +602,30 @@ func (rb *rollbacker) restore(d *fsx.Dir, name string, old *tree.Entry) error {
 	return a.restore(d, name, old)
 }
 
-func (rb *rollbacker) unlinkTemp(d *fsx.Dir, tmp string, ident tree.Stat) {
-	if st, err := d.Lstat(tmp); err == nil && st.Ino == ident.Ino {
-		d.Unlink(tmp)
+// unlinkTemp removes the moved-aside pre-image tmp if it is still the
+// object the apply moved there.
+func (rb *rollbacker) unlinkTemp(d *fsx.Dir, tmp string, ident tree.Stat) error {
+	st, err := d.Lstat(tmp)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
 	}
+	if err != nil {
+		return fmt.Errorf("look for the moved-aside pre-image: %w", err)
+	}
+	if st.Ino != ident.Ino {
+		return nil
+	}
+	if err := d.Unlink(tmp); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("remove the moved-aside pre-image: %w", err)
+	}
+	return nil
 }
 
 // tempsWithPrefix lists d's entries whose names start with prefix.
-func tempsWithPrefix(d *fsx.Dir, prefix string) []string {
+func tempsWithPrefix(d *fsx.Dir, prefix string) ([]string, error) {
 	names, err := d.ReadDir()
 	if err != nil {
-		return nil
+		return nil, fmt.Errorf("list %s: %w", quote.Path(d.Rel()), err)
 	}
 	var out []string
 	for _, n := range names {
@@ -400,13 +633,27 @@ func tempsWithPrefix(d *fsx.Dir, prefix string) []string {
 			out = append(out, n)
 		}
 	}
-	return out
+	return out, nil
 }
 
-func removeNames(d *fsx.Dir, names []string) {
+// removeNames unlinks names from d; a name already gone is fine.
+func removeNames(d *fsx.Dir, names []string) error {
+	var errs []error
 	for _, n := range names {
-		d.Unlink(n)
+		if err := d.Unlink(n); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			errs = append(errs, fmt.Errorf("remove %s: %w", quote.Path(n), err))
+		}
 	}
+	return errors.Join(errs...)
+}
+
+// removeTempsIn unlinks every entry of d whose name starts with prefix.
+func removeTempsIn(d *fsx.Dir, prefix string) error {
+	names, err := tempsWithPrefix(d, prefix)
+	if err != nil {
+		return err
+	}
+	return removeNames(d, names)
 }
 
 // removeTemps deletes what a committed record left under its temporary
@@ -415,16 +662,23 @@ func removeNames(d *fsx.Dir, names []string) {
 func removeTemps(root *fsx.Root, r journal.Record) error {
 	d, err := root.OpenDir(tree.Parent(r.Step.Path))
 	if err != nil {
-		return nil // the directory is gone, and its temporary names with it
+		if gone(err) {
+			return nil // the directory is gone, and its temporary names with it
+		}
+		return err
 	}
 	defer d.Close()
-	names := tempsWithPrefix(d, r.Tmp)
-	if len(names) == 0 {
-		return nil
+	names, err := tempsWithPrefix(d, r.Tmp)
+	if err != nil || len(names) == 0 {
+		return err
 	}
-	removeNames(d, names)
-	if left := tempsWithPrefix(d, r.Tmp); len(left) > 0 {
-		return fmt.Errorf("temporary names left in %s: %v", d.Rel(), left)
+	rmErr := removeNames(d, names)
+	left, err := tempsWithPrefix(d, r.Tmp)
+	if err != nil {
+		return errors.Join(rmErr, err)
+	}
+	if len(left) > 0 {
+		return errors.Join(rmErr, fmt.Errorf("temporary names left in %s: %v", quote.Path(d.Rel()), left))
 	}
 	return d.Sync()
 }
@@ -457,4 +711,23 @@ func (w *Workspace) catchUp(ctx context.Context, id string) error {
 		return err
 	}
 	return s.advanceBase(ctx, cs, already)
+}
+
+// sameWorkspace reports whether path, as recorded in a journal, names this
+// workspace: the same path, a path this workspace was opened through (a bind
+// mount that may not be visible here), or the same directory (device and
+// inode) reached another way.
+func (w *Workspace) sameWorkspace(path string) bool {
+	if path == w.path {
+		return true
+	}
+	if paths, err := w.db.WorkspacePaths(context.Background(), w.id); err == nil && slices.Contains(paths, path) {
+		return true
+	}
+	a, err := os.Stat(path)
+	if err != nil {
+		return false
+	}
+	b, err := os.Stat(w.path)
+	return err == nil && os.SameFile(a, b)
 }

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/wtx-dev/wtx/internal/blob"
+	"github.com/wtx-dev/wtx/internal/failpoint"
 	"github.com/wtx-dev/wtx/internal/state"
 )
 
@@ -97,15 +98,26 @@ func Open(ctx context.Context, dir string, opts Options) (*Workspace, error) {
 	if w.now == nil {
 		w.now = time.Now
 	}
+	// One directory is one workspace however it is reached (I-006): the
+	// record is found by device and inode first, so a bind mount or
+	// another path shares the lock and the journal.
+	ident := identOf(path)
+	rec, err := db.ResolveWorkspace(ctx, w.id, path, ident, w.now().UTC(), ident == state.Ident{} || failpoint.Disabled("identity"))
+	if err != nil {
+		db.Close()
+		return nil, stateDBError(stateDir, err)
+	}
+	w.id = rec.ID
 	if err := ensurePrivateDir(stateDir, w.workspaceStateDir()); err != nil {
 		db.Close()
 		return nil, err
 	}
-	if _, err := db.EnsureWorkspace(ctx, w.id, path, w.now().UTC()); err != nil {
+	pending, err := w.pendingRecovery()
+	if err != nil {
 		db.Close()
-		return nil, AsError(err)
+		return nil, err
 	}
-	if !opts.NoRecover && w.pendingRecovery() {
+	if !opts.NoRecover && pending {
 		res, err := w.Recover(ctx, false)
 		if err != nil {
 			db.Close()
@@ -140,6 +152,9 @@ func (w *Workspace) stageDir(id string) string {
 	return filepath.Join(w.stateDir, "stages", id)
 }
 
+// workspaceID is the id a new workspace record gets: a hash of the path it
+// is first opened through. A workspace keeps its id when it is reached
+// through another path later.
 func workspaceID(path string) string {
 	sum := sha256.Sum256([]byte(path))
 	return hex.EncodeToString(sum[:8])

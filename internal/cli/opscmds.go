@@ -127,8 +127,9 @@ listed (exit 2).`,
 
 func newRecoverCommand(g *globals) *cobra.Command {
 	var rollback bool
+	var setAside string
 	cmd := &cobra.Command{
-		Use:   "recover [--rollback]",
+		Use:   "recover [--rollback | --set-aside OP]",
 		Short: "Finish or roll back an apply a crash interrupted",
 		Example: `  wtx recover               # finish an apply a crash interrupted
   wtx recover --rollback    # or undo it`,
@@ -138,7 +139,17 @@ crash, wtx does not overwrite it and stops with refusal.interrupted-apply.
 
 'wtx recover' tries again (after you have put such paths back). 'wtx recover
 --rollback' rolls back everything else and keeps the paths that changed after
-the crash as they are; their earlier content stays in the blob store.`,
+the crash as they are; their earlier content stays in the blob store.
+
+A step of the recovery that fails (a permission, a full disk) is reported
+with every other failed step, and the journal stays for the next try.
+
+A damaged journal of an apply that had touched the workspace (temporary
+files of wtx are there) is never discarded: wtx refuses to act on the
+workspace (refusal.interrupted-apply) and names the temporary files. Put the
+workspace right by hand, then 'wtx recover --set-aside OP' moves the journal
+into lost+found in the state root. A damaged journal that left no trace is
+set aside the same way, and reported.`,
 		Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, args []string) error {
 			ctx := c.Context()
@@ -148,12 +159,29 @@ the crash as they are; their earlier content stays in the blob store.`,
 				return err
 			}
 			defer ws.Close()
+			if setAside != "" {
+				if rollback {
+					return usageError{msg: "--set-aside and --rollback do not go together"}
+				}
+				dst, err := ws.SetAsideJournal(ctx, setAside)
+				if err != nil {
+					return err
+				}
+				if g.json {
+					return g.emit("recover", map[string]any{"op_id": setAside, "set_aside": dst})
+				}
+				fmt.Fprintf(g.io.Out, "set the journal of %s aside: %s\n", setAside, dst)
+				return nil
+			}
 			res, err := ws.Recover(ctx, rollback)
 			if err != nil {
 				return err
 			}
 			if g.json {
 				return g.emit("recover", map[string]any{"recover": res})
+			}
+			for i, op := range res.Discarded {
+				fmt.Fprintf(g.io.Out, "set aside the damaged journal of %s (nothing of it reached the workspace): %s\n", op, res.SetAside[i])
 			}
 			if len(res.RolledBack)+len(res.RolledForward)+len(res.Discarded) == 0 {
 				g.notice("wtx: nothing to recover")
@@ -171,6 +199,7 @@ the crash as they are; their earlier content stays in the blob store.`,
 		},
 	}
 	cmd.Flags().BoolVar(&rollback, "rollback", false, "roll back, keeping paths that changed after the crash as they are")
+	cmd.Flags().StringVar(&setAside, "set-aside", "", "move the damaged journal of `OP` into lost+found, once the workspace is put right")
 	return cmd
 }
 

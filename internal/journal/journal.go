@@ -15,8 +15,8 @@
 //
 // A journal without the committed marker is rolled back by recovery; one with
 // it is rolled forward (only cleanup is left). A journal that does not decode
-// (torn or damaged) was never complete, and so nothing in the workspace was
-// touched under it: recovery removes it.
+// (torn or damaged) is reported by [Load]; what it means for the workspace
+// is for recovery to judge (it looks for traces of the apply there).
 package journal
 
 import (
@@ -214,7 +214,12 @@ func Load(root, op string) (j *Journal, committed bool, err error) {
 	if err != nil {
 		return nil, false, err
 	}
+	// A marker that cannot be looked at is an error, never "not committed":
+	// rolling back a committed op would undo what was reported done.
 	_, serr := os.Stat(filepath.Join(root, op, committedName))
+	if serr != nil && !errors.Is(serr, fs.ErrNotExist) {
+		return nil, false, fmt.Errorf("journal %s: commit marker: %w", op, serr)
+	}
 	return j, serr == nil, nil
 }
 
