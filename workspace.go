@@ -102,7 +102,8 @@ func Open(ctx context.Context, dir string, opts Options) (*Workspace, error) {
 	// record is found by device and inode first, so a bind mount or
 	// another path shares the lock and the journal.
 	ident := identOf(path)
-	rec, err := db.ResolveWorkspace(ctx, w.id, path, ident, w.now().UTC(), ident == state.Ident{} || failpoint.Disabled("identity"))
+	rec, err := db.ResolveWorkspace(ctx, w.id, path, ident, w.now().UTC(), ident == state.Ident{} || failpoint.Disabled("identity"),
+		func(p string) bool { return identOf(p) == ident })
 	if err != nil {
 		db.Close()
 		return nil, stateDBError(stateDir, err)

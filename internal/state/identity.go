@@ -22,7 +22,12 @@ type Ident struct {
 // id. The path is remembered as one of the workspace's paths. With
 // pathOnly, the identity is ignored and the workspace is the one of path,
 // as before identities were recorded.
-func (db *DB) ResolveWorkspace(ctx context.Context, id, path string, ident Ident, now time.Time, pathOnly bool) (Workspace, error) {
+//
+// Inode numbers are reused: a record found by identity counts only if
+// still(p) holds for one of its recorded paths (that path still reaches
+// this directory). Otherwise the directory it was recorded for is gone,
+// and the record loses its identity.
+func (db *DB) ResolveWorkspace(ctx context.Context, id, path string, ident Ident, now time.Time, pathOnly bool, still func(path string) bool) (Workspace, error) {
 	if id == "" || path == "" {
 		return Workspace{}, fmt.Errorf("resolve workspace %s: id and path are required", path)
 	}
@@ -35,6 +40,25 @@ func (db *DB) ResolveWorkspace(ctx context.Context, id, path string, ident Ident
 			found = err == nil
 			if err != nil && !errors.Is(err, ErrNotFound) {
 				return err
+			}
+			if found && w.Path != path && still != nil {
+				paths, err := tx.WorkspacePaths(ctx, w.ID)
+				if err != nil {
+					return err
+				}
+				live := false
+				for _, p := range append(paths, w.Path) {
+					if p != path && still(p) {
+						live = true
+						break
+					}
+				}
+				if !live {
+					if _, err := tx.q.ExecContext(ctx, "UPDATE workspaces SET dev = NULL, ino = NULL WHERE id = ?", w.ID); err != nil {
+						return classify(err)
+					}
+					found = false
+				}
 			}
 		}
 		if !found {
