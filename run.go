@@ -110,6 +110,10 @@ func LookCommand(workspace, name string) error {
 // run is recorded (as an op of the stage) before the command starts; a wtx
 // killed during it leaves that op unfinished, and the next command that
 // finds the stage free marks it interrupted.
+//
+// When ctx ends while the command runs, its whole container is stopped; the
+// run is then finished like any other (change set, op, receipt), so the
+// caller can report what the command staged before it was stopped.
 func (s *Stage) Run(ctx context.Context, argv []string, opts RunOptions) (*RunResult, error) {
 	if len(argv) == 0 {
 		return nil, errorf(CodeUsage, "no command given")
@@ -189,8 +193,10 @@ func (s *Stage) Run(ctx context.Context, argv []string, opts RunOptions) (*RunRe
 		}
 		return nil, &Error{Code: CodeCommandNotExecutable, Message: fmt.Sprintf("command %q cannot be run: %s", argv[0], out.ExecErr.Message), Err: out.ExecErr}
 	}
-	if err := ctx.Err(); err != nil {
-		return nil, AsError(err)
+	if ctx.Err() != nil {
+		// Cancelled: the container is stopped; recording what it left
+		// must not fail for the same reason.
+		ctx = context.WithoutCancel(ctx)
 	}
 	res := &RunResult{ExitCode: out.ExitCode, Containment: string(out.Containment)}
 	if out.Signal != 0 {
