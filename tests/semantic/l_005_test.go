@@ -7,7 +7,9 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -175,6 +177,120 @@ func TestL005ApproveNeedsAllowApprove(t *testing.T) {
 
 	if r := runWtx(t, ws, state, "mcp", "--allow-approve", "--propose-only"); r.code != 1 || !strings.Contains(r.stderr, "exclude each other") {
 		t.Fatalf("--allow-approve with --propose-only: exit %d (%s), want 1, a usage error", r.code, r.stderr)
+	}
+}
+
+// marker makes a command line no other process has: a sleep of 300 s and a
+// fraction unique to the test. Processes still carrying it when the test
+// ends (it failed) are killed.
+func marker(t *testing.T) string {
+	m := fmt.Sprintf("300.%09d", time.Now().UnixNano()%1e9)
+	t.Cleanup(func() {
+		for _, pid := range processesWith(t, m) {
+			if n, err := strconv.Atoi(pid); err == nil {
+				_ = syscall.Kill(n, syscall.SIGKILL) // a leftover of a failed test; it may have ended meanwhile
+			}
+		}
+	})
+	return m
+}
+
+// leftBehind is a command whose container holds more than its first
+// process: a background sleep and a foreground one.
+func leftBehind(m string) []string {
+	return []string{"sh", "-c", "sleep " + m + " & sleep " + m + "; wait"}
+}
+
+func TestL005RunCancelStopsContainer(t *testing.T) {
+	bin := wtxtest.Binary(t, false)
+	ws, state := mcpWorkspace(t, map[string]string{"a.txt": "a\n"})
+	s := startMCP(t, bin, ws, state, nil)
+	m := marker(t)
+	id := s.callAsync("run", map[string]any{"argv": leftBehind(m)})
+	// Negative control for the /proc check: it sees the command's processes
+	// while they run.
+	if !waitProcesses(t, m, 10*time.Second, func(n int) bool { return n >= 2 }) {
+		t.Fatalf("the command's processes never showed in /proc; stderr:\n%s", s.stderr.String())
+	}
+	s.notify("notifications/cancelled", map[string]any{"requestId": id, "reason": "test"})
+	if !waitProcesses(t, m, 5*time.Second, func(n int) bool { return n == 0 }) {
+		t.Fatalf("processes %v still run 5s after the call was cancelled", processesWith(t, m))
+	}
+	// The cancelled call is still answered, with what was staged; the stage
+	// is free again and the session goes on.
+	var out struct{ Tx string }
+	s.result(id, 10*time.Second).decode(t, &out)
+	if r := s.call("run", map[string]any{"tx": out.Tx, "argv": []string{"true"}}); r.IsError {
+		t.Fatalf("a run in the stage after the cancelled one: %s", r.text())
+	}
+	if !s.ping() {
+		t.Fatal("the server stopped answering after a cancelled run")
+	}
+}
+
+func TestL005RunTimeout(t *testing.T) {
+	bin := wtxtest.Binary(t, false)
+	ws, state := mcpWorkspace(t, map[string]string{"a.txt": "a\n"})
+	s := startMCP(t, bin, ws, state, nil)
+
+	// A command that ends in time is not marked (control for timed_out).
+	var quick struct {
+		ExitCode int  `json:"exit_code"`
+		TimedOut bool `json:"timed_out"`
+	}
+	s.call("run", map[string]any{"argv": []string{"true"}, "timeout": 20}).decode(t, &quick)
+	if quick.TimedOut || quick.ExitCode != 0 {
+		t.Fatalf("a quick command: %+v", quick)
+	}
+
+	m := marker(t)
+	start := time.Now()
+	id := s.callAsync("run", map[string]any{"argv": []string{"sh", "-c", "echo partial > p.txt; sleep " + m + " & sleep " + m + "; wait"}, "timeout": 1})
+	r := s.result(id, 20*time.Second)
+	took := time.Since(start)
+	var out struct {
+		Tx       string
+		ExitCode int  `json:"exit_code"`
+		TimedOut bool `json:"timed_out"`
+		Changes  []struct{ Path string }
+	}
+	r.decode(t, &out)
+	if !out.TimedOut || out.ExitCode == 0 {
+		t.Fatalf("run past its timeout: %+v", out)
+	}
+	if took > 10*time.Second {
+		t.Errorf("a 1s timeout took %v", took)
+	}
+	if n := processesWith(t, m); len(n) > 0 && !waitProcesses(t, m, 5*time.Second, func(n int) bool { return n == 0 }) {
+		t.Fatalf("processes %v outlived the timeout", processesWith(t, m))
+	}
+	if len(out.Changes) != 1 || out.Changes[0].Path != "p.txt" {
+		t.Errorf("what the command wrote before the timeout stays staged: %+v", out.Changes)
+	}
+	if r := s.call("run", map[string]any{"argv": []string{"true"}, "timeout": 1e6}); r.errorCode() != "usage.invalid" {
+		t.Fatalf("a timeout over the maximum: %s", r.text())
+	}
+}
+
+func TestL005StdinCloseEndsRuns(t *testing.T) {
+	bin := wtxtest.Binary(t, false)
+	ws, state := mcpWorkspace(t, map[string]string{"a.txt": "a\n"})
+	s := startMCP(t, bin, ws, state, nil)
+	m := marker(t)
+	s.callAsync("run", map[string]any{"argv": leftBehind(m)})
+	if !waitProcesses(t, m, 10*time.Second, func(n int) bool { return n >= 2 }) {
+		t.Fatalf("the command's processes never showed in /proc; stderr:\n%s", s.stderr.String())
+	}
+	// Negative control: the server is alive with its run in flight.
+	if s.waitExit(300 * time.Millisecond) {
+		t.Fatal("the server ended before its input was closed")
+	}
+	s.in.Close()
+	if !s.waitExit(5 * time.Second) {
+		t.Fatalf("the server still runs 5s after its input closed; stderr:\n%s", s.stderr.String())
+	}
+	if !waitProcesses(t, m, 5*time.Second, func(n int) bool { return n == 0 }) {
+		t.Fatalf("processes %v outlived the server", processesWith(t, m))
 	}
 }
 
