@@ -82,7 +82,7 @@ func TestI001MCPInvalidUTF8Refused(t *testing.T) {
 }
 
 func TestI001MCPByteSafeFields(t *testing.T) {
-	for _, backend := range []string{"copy"} {
+	for _, backend := range []string{"copy", "auto"} {
 		t.Run(backend, func(t *testing.T) { mcpByteSafe(t, backend) })
 	}
 }
