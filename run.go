@@ -188,6 +188,9 @@ func (s *Stage) Run(ctx context.Context, argv []string, opts RunOptions) (*RunRe
 	}
 	if out.ExecErr != nil {
 		unrecord()
+		if out.ExecErr.Confinement {
+			return nil, &Error{Code: CodeConfinement, Message: fmt.Sprintf("command %q was not run: %s", argv[0], out.ExecErr.Message), Err: out.ExecErr}
+		}
 		if out.ExecErr.NotFound {
 			return nil, &Error{Code: CodeCommandNotFound, Message: fmt.Sprintf("command %q not found", argv[0]), Err: out.ExecErr}
 		}

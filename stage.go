@@ -193,6 +193,8 @@ func stagingError(err error) error {
 		return &Error{Code: CodeSpecialFile, Message: err.Error(), Err: err}
 	case errors.Is(err, stage.ErrUnstable):
 		return &Error{Code: CodeUnstable, Message: err.Error() + "; try again when it is quiet", Err: err}
+	case errors.Is(err, stage.ErrConfinement):
+		return &Error{Code: CodeConfinement, Message: err.Error(), Err: err}
 	case errors.Is(err, stage.ErrUnsupported):
 		return &Error{Code: CodeUnsupported, Message: err.Error(), Err: err}
 	case errors.Is(err, fsx.ErrCrossDevice):

@@ -60,7 +60,9 @@ func Hit(name string) {
 // protection, for the negative controls of the crash harnesses: "fsync"
 // makes every wtx fsync a no-op, "journal" skips the write-ahead journal,
 // "cas" skips the compare-and-swap check of an apply, "store-lock" the blob
-// store lock (gc then sweeps what writers hold unrecorded).
+// store lock (gc then sweeps what writers hold unrecorded); "confine-caps",
+// "confine-drop", "confine-userns" and "confine-fds" switch off parts of a
+// staged command's confinement (see internal/stage's confine_linux.go).
 func Disabled(protection string) bool {
 	for _, p := range strings.Split(os.Getenv("WTX_DISABLE"), ",") {
 		if p == protection {

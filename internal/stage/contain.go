@@ -65,7 +65,10 @@ type ExecError struct {
 	// NotFound is set when the program does not exist (exit status 127);
 	// otherwise it exists but cannot be executed (126).
 	NotFound bool
-	Message  string
+	// Confinement is set when the command was not executed because its
+	// confinement could not be given or checked (exit status 125).
+	Confinement bool
+	Message     string
 }
 
 func (e *ExecError) Error() string { return e.Message }
@@ -95,7 +98,14 @@ func (r *report) encode() []byte {
 		return append(b, 0)
 	}
 	b = append(b, 1)
-	b = appendBool(b, r.execErr.NotFound)
+	kind := byte(0) // cannot be executed
+	switch {
+	case r.execErr.NotFound:
+		kind = 1
+	case r.execErr.Confinement:
+		kind = 2
+	}
+	b = append(b, kind)
 	return binenc.AppendString(b, r.execErr.Message)
 }
 
@@ -116,7 +126,8 @@ func decodeReport(raw []byte) (*report, error) {
 		r.stopped = append(r.stopped, Proc{PID: pid, Comm: d.String()})
 	}
 	if d.Byte() == 1 {
-		r.execErr = &ExecError{NotFound: d.Byte() != 0}
+		kind := d.Byte()
+		r.execErr = &ExecError{NotFound: kind == 1, Confinement: kind == 2}
 		r.execErr.Message = d.String()
 	}
 	if err := d.Err(); err != nil {

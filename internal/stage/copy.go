@@ -173,9 +173,9 @@ var errStopWalk = errors.New("stop walk")
 func refuseConfinement(backend string, opts RunOptions) error {
 	switch {
 	case opts.ReadOnly:
-		return fmt.Errorf("--read-only needs the overlay backend; this stage uses %s: %w", backend, ErrUnsupported)
+		return confinementErrorf("cannot make the view read-only: the %s backend has no namespace to confine the command in (the overlay backend has)", backend)
 	case opts.NoNetwork:
-		return fmt.Errorf("--no-network needs the overlay backend; this stage uses %s: %w", backend, ErrUnsupported)
+		return confinementErrorf("cannot cut the command off the network: the %s backend has no namespace to confine the command in (the overlay backend has)", backend)
 	}
 	return nil
 }

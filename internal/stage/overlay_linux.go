@@ -264,9 +264,11 @@ func (v *overlayView) spec() nsSpec {
 // mountCaps are the capabilities (in the new user namespace only) the
 // helper holds while it mounts: overlayfs keeps the mounter's credentials
 // for its own work (copy-up, whiteouts), which needs more than the mount;
-// --no-network needs to bring up the loopback interface.
+// --no-network needs to bring up the loopback interface; the id maps of
+// the command's nested user namespace need CAP_SETUID and CAP_SETGID.
 var mountCaps = []uintptr{unix.CAP_SYS_ADMIN, unix.CAP_DAC_OVERRIDE, unix.CAP_DAC_READ_SEARCH,
-	unix.CAP_FOWNER, unix.CAP_CHOWN, unix.CAP_MKNOD, unix.CAP_FSETID, unix.CAP_NET_ADMIN}
+	unix.CAP_FOWNER, unix.CAP_CHOWN, unix.CAP_MKNOD, unix.CAP_FSETID, unix.CAP_NET_ADMIN,
+	unix.CAP_SETUID, unix.CAP_SETGID}
 
 // helperCommand makes cmd start this executable as the helper for spec:
 // in new namespaces when the helper builds a view or probes (mount, PID

@@ -116,7 +116,15 @@ func probeInNamespace(s *nsSpec) error {
 	if _, err := os.ReadDir(filepath.Join(ws, "m")); err != nil {
 		return fmt.Errorf("read the workspace through an overlay: %w", err)
 	}
-	return nil
+	// Every command runs confined: a system where that cannot be done
+	// cannot use this backend. (The supervisor of a run mounts a fresh
+	// /proc for its PID namespace too.)
+	if os.Getpid() == 1 {
+		if err := unix.Mount("proc", "/proc", "proc", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, ""); err != nil {
+			return fmt.Errorf("mount /proc for the PID namespace: %w", err)
+		}
+	}
+	return probeConfinement()
 }
 
 // removeProbeDir removes a probe directory, whose work directories the

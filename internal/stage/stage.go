@@ -3,6 +3,7 @@ package stage
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"time"
@@ -13,6 +14,25 @@ import (
 // ErrUnsupported is wrapped by errors of backends or options that this
 // platform or filesystem cannot provide.
 var ErrUnsupported = errors.ErrUnsupported
+
+// ErrConfinement is wrapped (with ErrUnsupported) by errors of run options
+// that confine a command (RunOptions.ReadOnly, RunOptions.NoNetwork) where
+// the backend or the system cannot give them.
+var ErrConfinement = errors.New("confinement cannot be given")
+
+// confinementError says which confinement cannot be given and why; it is
+// both ErrConfinement and ErrUnsupported.
+type confinementError struct{ msg string }
+
+func (e *confinementError) Error() string { return e.msg }
+
+func (e *confinementError) Is(target error) bool {
+	return target == ErrConfinement || target == ErrUnsupported
+}
+
+func confinementErrorf(format string, args ...any) error {
+	return &confinementError{msg: fmt.Sprintf(format, args...)}
+}
 
 // OpenRequest is what a backend needs to stage a workspace.
 type OpenRequest struct {

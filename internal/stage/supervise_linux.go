@@ -16,6 +16,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/wtx-dev/wtx/internal/failpoint"
 )
 
 // The last step before the command: a binary that links this package
@@ -47,6 +49,9 @@ const (
 // that nothing the caller's caller passed reaches the command. It fails
 // closed: when neither close_range nor /proc/self/fd works, it fails.
 func markInheritedCloexec() error {
+	if failpoint.Disabled(disableConfineFDs) {
+		return nil
+	}
 	if err := unix.CloseRange(3, uint(^uint32(0)), unix.CLOSE_RANGE_CLOEXEC); err == nil {
 		return nil
 	}
@@ -129,7 +134,10 @@ func supervise(s *nsSpec) int {
 		if errors.As(err, &ee) {
 			sv.reap()
 			sv.writeReport(&report{exitCode: 127, containment: sv.containment, execErr: ee})
-			if !ee.NotFound {
+			switch {
+			case ee.Confinement:
+				return 125
+			case !ee.NotFound:
 				return 126
 			}
 			return 127
@@ -291,7 +299,8 @@ func (sv *supervisor) start() error {
 	msg, _ := io.ReadAll(r) // closed on exec: empty when the command runs
 	if len(msg) > 0 {
 		code, text, _ := strings.Cut(string(msg), " ")
-		return &ExecError{NotFound: code == "127", Message: text}
+		return &ExecError{NotFound: code == "127", Message: text,
+			Confinement: code == "125" && strings.HasPrefix(text, "stage: confinement: ")}
 	}
 	return nil
 }
