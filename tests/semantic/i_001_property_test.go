@@ -84,6 +84,11 @@ func (g *nameGen) draw() string {
 	}
 }
 
+// argText is content that can travel as a command-line argument (no NUL).
+func (g *nameGen) argText() string {
+	return strings.ReplaceAll(g.content(), "\x00", "\x01")
+}
+
 func (g *nameGen) content() string {
 	b := make([]byte, g.r.IntN(24))
 	for i := range b {
@@ -108,6 +113,7 @@ func literalSelector(n string) string {
 type nameCase struct {
 	*nameEnv
 	ref        string
+	backend    string // copy, or overlay where it works
 	files      map[string]string // the reference's file contents
 	g          *nameGen
 	violations []string
@@ -175,9 +181,9 @@ func (c *nameCase) ok(step string, stdin []byte, args ...string) (wtxResult, boo
 	return r, true
 }
 
-func runNameCase(t testing.TB, bin string, env []string, seed uint64) *nameCase {
+func runNameCase(t testing.TB, bin string, env []string, backend string, seed uint64) *nameCase {
 	e := newNameEnv(t, bin, env...)
-	c := &nameCase{nameEnv: e, ref: filepath.Join(filepath.Dir(e.ws), "ref"), files: map[string]string{},
+	c := &nameCase{nameEnv: e, ref: filepath.Join(filepath.Dir(e.ws), "ref"), backend: backend, files: map[string]string{},
 		g: &nameGen{r: rand.New(rand.NewPCG(seed, 0x1001)), seen: map[string]bool{}}}
 	if err := os.Mkdir(c.ref, 0o755); err != nil {
 		t.Fatal(err)
@@ -204,8 +210,8 @@ func (c *nameCase) play() {
 	// run (copy backend): the command gets the names as argv, writes two,
 	// removes one, makes a symlink with a hostile target; apply; undo.
 	a, b, del, link, target := names[0], names[1], names[2], g.next(), g.next()
-	ca, cb := g.content(), g.content()
-	r, ok := c.ok("run", nil, "run", "--backend", "copy", "--json", "--", "sh", "-c",
+	ca, cb := g.argText(), g.argText()
+	r, ok := c.ok("run", nil, "run", "--backend", c.backend, "--json", "--", "sh", "-c",
 		`printf '%s' "$2" > "$1"; printf '%s' "$4" > "$3"; rm -- "$5"; ln -s -- "$7" "$6"`,
 		"sh", a, ca, filepath.Join(dir, b), cb, del, link, target)
 	if !ok {
@@ -249,13 +255,13 @@ func (c *nameCase) play() {
 	// apply.
 	w, ed, rm := names[3], names[4], names[5]
 	cw := g.content()
-	old, nw := "\xff"+g.next()+"\xfe", g.content()+"\x01"
+	old, nw := "\xff"+g.next()+"\xfe", g.argText()+"\x01"
 	body := g.content()
 	for strings.Contains(body, old) {
 		body = g.content()
 	}
 	c.seed(ed, "<"+body+old+body+">")
-	r, ok = c.ok("begin", nil, "begin", "--backend", "copy")
+	r, ok = c.ok("begin", nil, "begin", "--backend", c.backend)
 	if !ok {
 		return
 	}
@@ -306,7 +312,7 @@ func (c *nameCase) play() {
 {"command":"edit","path_b64":%q,"old_b64":%q,"new_b64":%q}
 {"command":"rm","path_b64":%q}
 `, b64(bw), b64(cbw), b64(be), b64(old), b64(nw), b64(w))
-	if _, ok := c.ok("batch", []byte(in), "batch", "--atomic", "--backend", "copy"); !ok {
+	if _, ok := c.ok("batch", []byte(in), "batch", "--atomic", "--backend", c.backend); !ok {
 		return
 	}
 	c.refWrite(bw, cbw)
@@ -315,7 +321,7 @@ func (c *nameCase) play() {
 	if !c.same("batch") {
 		return
 	}
-	if rb := c.wtx([]byte("{\"command\":\"write\",\"path\":\"z\xff\",\"content\":\"x\"}\n"), "batch", "--atomic", "--backend", "copy", "--json"); rb.code != 1 || !strings.Contains(rb.stdout, "usage.invalid") {
+	if rb := c.wtx([]byte("{\"command\":\"write\",\"path\":\"z\xff\",\"content\":\"x\"}\n"), "batch", "--atomic", "--backend", c.backend, "--json"); rb.code != 1 || !strings.Contains(rb.stdout, "usage.invalid") {
 		c.violate("batch with invalid UTF-8 in a string: exit %d %s, want usage.invalid", rb.code, rb.stdout)
 	}
 	if !c.same("refused batch") {
@@ -324,7 +330,7 @@ func (c *nameCase) play() {
 
 	// fork: a stage writes x, its fork writes y too; applying the fork
 	// lands both.
-	r, ok = c.ok("begin for fork", nil, "begin", "--backend", "copy")
+	r, ok = c.ok("begin for fork", nil, "begin", "--backend", c.backend)
 	if !ok {
 		return
 	}
@@ -356,7 +362,7 @@ func (c *nameCase) play() {
 	// re-run on the new content.
 	rbn := names[7]
 	c.seed(rbn, "{"+old+"}")
-	r, ok = c.ok("begin for rebase", nil, "begin", "--backend", "copy")
+	r, ok = c.ok("begin for rebase", nil, "begin", "--backend", c.backend)
 	if !ok {
 		return
 	}
@@ -386,7 +392,7 @@ func (c *nameCase) play() {
 	// without --approve.
 	ex, pr := names[1], g.next()
 	c.seed(pr, "p")
-	r = c.wtx(nil, "run", "--backend", "copy", "--exclude", literalSelector(ex), "--protect", literalSelector(pr), "--json", "--",
+	r = c.wtx(nil, "run", "--backend", c.backend, "--exclude", literalSelector(ex), "--protect", literalSelector(pr), "--json", "--",
 		"sh", "-c", `test ! -e "$1" || exit 3; printf x >> "$2"`, "sh", ex, pr)
 	if r.code != 0 {
 		c.violate("exclude %q: the command saw it or failed (exit %d): %s", literalSelector(ex), r.code, r.stderr)
@@ -450,24 +456,43 @@ func TestI001_PropertyAllByteNames(t *testing.T) {
 			seeds = append(seeds, uint64(s))
 		}
 	}
+	backends := []string{"copy"}
+	if reason := overlayUsable(t, bin); reason == "" {
+		backends = append(backends, "overlay")
+	} else {
+		t.Logf("overlay backend left out: %s", reason)
+	}
 	var cases, steps, names, failed atomic.Int64
 	t.Run("cases", func(t *testing.T) {
-		for _, seed := range seeds {
-			t.Run(fmt.Sprint(seed), func(t *testing.T) {
+		for i, seed := range seeds {
+			backend := backends[i%len(backends)]
+			t.Run(fmt.Sprintf("%s-%d", backend, seed), func(t *testing.T) {
 				t.Parallel()
-				c := runNameCase(t, bin, nil, seed)
+				c := runNameCase(t, bin, nil, backend, seed)
 				cases.Add(1)
 				steps.Add(int64(c.steps))
 				names.Add(int64(len(c.g.seen)))
 				if len(c.violations) > 0 {
 					failed.Add(1)
-					t.Errorf("seed %d (replay: go test ./tests/semantic -run I001_Property -names-seed %d): %s",
-						seed, seed, strings.Join(c.violations, "\n"))
+					t.Errorf("%s, seed %d (replay: go test ./tests/semantic -run I001_Property -names-seed %d): %s",
+						backend, seed, seed, strings.Join(c.violations, "\n"))
 				}
 			})
 		}
 	})
-	t.Logf("I-001 property: %d cases, %d names, %d checked steps, %d failing cases", cases.Load(), names.Load(), steps.Load(), failed.Load())
+	t.Logf("I-001 property (%s): %d cases, %d names, %d checked steps, %d failing cases",
+		strings.Join(backends, ", "), cases.Load(), names.Load(), steps.Load(), failed.Load())
+}
+
+// overlayUsable says why the overlay backend cannot stage here ("" when it
+// can).
+func overlayUsable(t *testing.T, bin string) string {
+	e := newNameEnv(t, bin)
+	r := e.wtx(nil, "begin", "--backend", "overlay")
+	if r.code != 0 {
+		return strings.TrimSpace(r.stderr)
+	}
+	return ""
 }
 
 // TestI001_PropertyNegativeControl runs the property with names written as
@@ -477,7 +502,7 @@ func TestI001_PropertyNegativeControl(t *testing.T) {
 	bin := wtxtest.Binary(t, true)
 	var found []string
 	for seed := uint64(1); seed <= 2; seed++ {
-		c := runNameCase(t, bin, []string{"WTX_DISABLE=names"}, seed)
+		c := runNameCase(t, bin, []string{"WTX_DISABLE=names"}, "copy", seed)
 		for _, v := range c.violations {
 			found = append(found, fmt.Sprintf("seed %d: %.160q", seed, strings.SplitN(v, "\n", 2)[0]))
 		}
