@@ -164,6 +164,8 @@ func runRun(ctx context.Context, g *globals, begin wtx.BeginOptions, tx string, 
 	}
 	if !applyOnSuccess {
 		printRunSummary(g, st, res)
+	} else {
+		printLeftOut(g, g.io.Err, res.Changes.LeftOut)
 	}
 	return nil
 }
