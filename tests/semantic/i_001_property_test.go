@@ -113,7 +113,7 @@ func literalSelector(n string) string {
 type nameCase struct {
 	*nameEnv
 	ref        string
-	backend    string // copy, or overlay where it works
+	backend    string            // copy, or overlay where it works
 	files      map[string]string // the reference's file contents
 	g          *nameGen
 	violations []string
