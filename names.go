@@ -164,12 +164,13 @@ type txOpJSON struct {
 	NewB64     string    `json:"new_b64,omitempty"`
 	All        bool      `json:"all,omitempty"`
 	ExpectHash string    `json:"expect_hash,omitempty"`
+	Status     string    `json:"status,omitempty"`
 }
 
 // MarshalJSON writes the op with byte-safe arguments and edit texts.
 func (op TxOp) MarshalJSON() ([]byte, error) {
 	return json.Marshal(txOpJSON{op.Seq, op.Kind, jsonname.Texts(op.Argv), jsonname.B64s(op.Argv), op.Created, op.Files,
-		jsonname.Text(op.Old), jsonname.B64(op.Old), jsonname.Text(op.New), jsonname.B64(op.New), op.All, op.ExpectHash})
+		jsonname.Text(op.Old), jsonname.B64(op.Old), jsonname.Text(op.New), jsonname.B64(op.New), op.All, op.ExpectHash, op.Status})
 }
 
 // UnmarshalJSON reads what MarshalJSON writes.
@@ -190,7 +191,7 @@ func (op *TxOp) UnmarshalJSON(data []byte) error {
 	if err != nil {
 		return err
 	}
-	*op = TxOp{Seq: j.Seq, Kind: j.Kind, Argv: argv, Created: j.Created, Files: j.Files, Old: old, New: nw, All: j.All, ExpectHash: j.ExpectHash}
+	*op = TxOp{Seq: j.Seq, Kind: j.Kind, Argv: argv, Created: j.Created, Files: j.Files, Old: old, New: nw, All: j.All, ExpectHash: j.ExpectHash, Status: j.Status}
 	return nil
 }
 
