@@ -11,6 +11,7 @@ import (
 	"regexp"
 	"time"
 
+	"github.com/wtx-dev/wtx/internal/failpoint"
 	"github.com/wtx-dev/wtx/internal/fsx"
 	"github.com/wtx-dev/wtx/internal/stage"
 	"github.com/wtx-dev/wtx/internal/state"
@@ -338,6 +339,9 @@ func (s *Stage) Drop(ctx context.Context) error {
 	case StateDropped, StateEmpty:
 		return nil
 	case StateApplied:
+		if failpoint.Disabled("settled") {
+			break
+		}
 		return &Error{Code: CodeStageSettled,
 			Message: fmt.Sprintf("stage %s is settled: its change set was applied, and dropping it now would change nothing in the workspace", s.ID()),
 			Repairs: []Repair{{Action: "undo", Detail: "to take the applied change back out of the workspace, undo its op", Command: "wtx log"}}}
