@@ -229,7 +229,7 @@ func pidsWith(token string) []int {
 			continue
 		}
 		cmdline, err := os.ReadFile(filepath.Join("/proc", d.Name(), "cmdline"))
-		if err == nil && bytes.Contains(cmdline, []byte(token)) {
+		if err == nil && bytes.Contains(bytes.ReplaceAll(cmdline, []byte{0}, []byte{' '}), []byte(token)) {
 			pids = append(pids, pid)
 		}
 	}
@@ -272,6 +272,16 @@ func (e *lcEnv) stateOf(tx string) string {
 	}
 	e.t.Fatalf("no stage %s in list --all", tx)
 	return ""
+}
+
+// states returns the recorded state of every stage.
+func (e *lcEnv) states() map[string]string {
+	e.t.Helper()
+	m := map[string]string{}
+	for _, s := range e.answer(e.must("--json", "list", "--all")).Stages {
+		m[s.Tx] = s.State
+	}
+	return m
 }
 
 func (r wtxResult) String() string {
