@@ -159,7 +159,7 @@ func (s *Stage) apply(ctx context.Context, opts ApplyOptions) (res *ApplyResult,
 		}
 		if len(prot) > 0 {
 			return nil, &Error{Code: CodeProtected,
-				Message:   fmt.Sprintf("%d path(s) of %s are protected; apply with --approve to write them", len(prot), s.ID()),
+				Message:   fmt.Sprintf("%d path(s) of %s are protected; they are written only when the apply is approved", len(prot), s.ID()),
 				Conflicts: prot,
 				Repairs:   []Repair{{Action: "approve", Detail: "apply the protected paths too", Command: "wtx apply " + s.ID() + " --approve"}}}
 		}
