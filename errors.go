@@ -8,6 +8,8 @@ import (
 	"syscall"
 
 	"github.com/wtx-dev/wtx/internal/blob"
+	"github.com/wtx-dev/wtx/internal/journal"
+	"github.com/wtx-dev/wtx/internal/state"
 )
 
 // Error codes, as in the JSON "error.code" field. The part before the dot is
@@ -165,6 +167,12 @@ func AsError(err error) *Error {
 		code = CodeCorrupt
 	case errors.Is(err, blob.ErrMissing):
 		code = CodeStateLost
+	case errors.Is(err, state.ErrCorrupt), errors.Is(err, journal.ErrCorrupt):
+		code = CodeCorrupt
+	case errors.Is(err, state.ErrReadOnly):
+		code = CodeReadOnly
+	case errors.Is(err, state.ErrCantOpen):
+		code = CodePermission
 	case errors.Is(err, syscall.EIO):
 		code = CodeIO
 	default:

@@ -483,9 +483,13 @@ func (fk *fsck) journals(db *state.DB) {
 			fk.rep.Checked.Journals++
 			p := filepath.Join(jdir, op)
 			j, _, err := journal.Load(jdir, op)
-			recover := "wtx recover (in the workspace)"
+			wtxIn := "wtx"
 			if wsPath != "" {
-				recover = "wtx -C " + shellQuote(wsPath) + " recover"
+				wtxIn = "wtx -C " + shellQuote(wsPath)
+			}
+			recover := wtxIn + " recover"
+			if wsPath == "" {
+				recover += " (in the workspace)"
 			}
 			if err != nil {
 				detail := fmt.Sprintf("the journal of %s is damaged or missing (%v)", op, err)
@@ -495,7 +499,7 @@ func (fk *fsck) journals(db *state.DB) {
 					}
 				}
 				fk.add(Finding{Kind: FindJournalCorrupt, Code: CodeCorrupt, Path: p, Object: op, Detail: detail,
-					Repair: "put the workspace right by hand (wtx's temporary files there hold old or new contents), then " + strings.TrimSuffix(recover, " recover") + " recover --set-aside " + op})
+					Repair: "put the workspace right by hand (wtx's temporary files there hold old or new contents), then " + wtxIn + " recover --set-aside " + op})
 				continue
 			}
 			for _, r := range j.Records {

@@ -38,7 +38,7 @@ var stateDirs = []string{stagesName, workspaceDirs, objectsName, blobTmpName}
 
 // stateFiles are the files directly under the state root whose modes Open
 // tightens when it finds them looser than private.
-var stateFiles = []string{dbName, dbName + "-wal", dbName + "-shm", probeCache}
+var stateFiles = []string{dbName, dbName + "-wal", dbName + "-shm", probeCache, "blobs.lock"}
 
 // ownerOf describes the owner of fi for a message: "uid 1000 (alice)".
 func ownerOf(fi fs.FileInfo) (uid int, desc string) {
