@@ -130,6 +130,13 @@ func (w *Workspace) GC(ctx context.Context, opts GCOptions) (*GCResult, error) {
 	if err != nil {
 		return nil, AsError(fmt.Errorf("gc %s: %w", w.stateDir, err))
 	}
+	if !opts.DryRun {
+		// Temporary objects of writers that died: with the store lock held
+		// exclusively no live writer has one.
+		if _, err := w.blobs.CleanTemp(now.Add(-grace)); err != nil {
+			return nil, AsError(fmt.Errorf("gc %s: %w", w.stateDir, err))
+		}
+	}
 	return res, nil
 }
 
