@@ -6,6 +6,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/wtx-dev/wtx"
+	"github.com/wtx-dev/wtx/internal/quote"
 )
 
 func newFsckCommand(g *globals) *cobra.Command {
@@ -76,16 +77,16 @@ Exit status 0 when the state root is sound (or every finding was repaired),
 				if f.Repaired {
 					state = "repaired"
 				}
-				fmt.Fprintf(g.io.Out, "%s: %s (%s) %s\n  %s\n", state, f.Kind, f.Code, what, f.Detail)
+				fmt.Fprintf(g.io.Out, "%s: %s (%s) %s\n  %s\n", state, f.Kind, f.Code, quote.Path(what), quote.Text(f.Detail))
 				if !f.Repaired && f.Repair != "" {
-					fmt.Fprintf(g.io.Out, "  repair: %s\n", f.Repair)
+					fmt.Fprintf(g.io.Out, "  repair: %s\n", quote.Text(f.Repair))
 				}
 			}
 			ch := rep.Checked
 			fmt.Fprintf(g.io.Out, "state root %s: %d workspace(s), %d stage(s), %d op(s), %d journal(s), %d object(s), %d entries checked\n",
-				rep.StateDir, ch.Workspaces, ch.Stages, ch.Ops, ch.Journals, ch.Objects, ch.Entries)
+				quote.Path(rep.StateDir), ch.Workspaces, ch.Stages, ch.Ops, ch.Journals, ch.Objects, ch.Entries)
 			if rep.SetAside != "" {
-				fmt.Fprintf(g.io.Out, "set aside: %s\n", rep.SetAside)
+				fmt.Fprintf(g.io.Out, "set aside: %s\n", quote.Path(rep.SetAside))
 			}
 			if left == 0 {
 				fmt.Fprintln(g.io.Out, "no damage found")

@@ -2,7 +2,10 @@ package cli
 
 import (
 	"encoding/json"
+	"fmt"
 	"io"
+	"strings"
+	"unicode/utf8"
 
 	"github.com/wtx-dev/wtx"
 	"github.com/wtx-dev/wtx/internal/jsonname"
@@ -27,7 +30,9 @@ type jsonError struct {
 }
 
 func errorEnvelope(command string, e *wtx.Error, code int) map[string]any {
-	je := jsonError{Code: e.Code, Message: e.Message, ExitCode: code, Repairs: e.Repairs, Conflicts: e.Conflicts}
+	// Messages are text, not names: a byte that is not UTF-8 in one is
+	// written as an octal escape rather than lost to U+FFFD.
+	je := jsonError{Code: e.Code, Message: textOf(e.Message), ExitCode: code, Repairs: e.Repairs, Conflicts: e.Conflicts}
 	if je.Repairs == nil {
 		je.Repairs = []wtx.Repair{}
 	}
@@ -94,4 +99,22 @@ func putNames(fields map[string]any, key string, names []string) {
 	if b := jsonname.B64s(names); b != nil {
 		fields[key+"_b64"] = b
 	}
+}
+
+// textOf escapes the bytes of s that are not UTF-8 (and nothing else).
+func textOf(s string) string {
+	if utf8.ValidString(s) {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); {
+		r, n := utf8.DecodeRuneInString(s[i:])
+		if r == utf8.RuneError && n == 1 {
+			fmt.Fprintf(&b, "\\%03o", s[i])
+		} else {
+			b.WriteString(s[i : i+n])
+		}
+		i += n
+	}
+	return b.String()
 }
