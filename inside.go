@@ -25,7 +25,7 @@ type InStage struct {
 type InsideStageError struct {
 	Tx        string // the stage's id
 	Workspace string // the workspace the stage belongs to, when known
-	// How is "environment", "view path" or "overlay mount".
+	// How is one of the InsideBy constants.
 	How string
 }
 
@@ -35,9 +35,10 @@ func (e *InsideStageError) Error() string {
 
 // Ways of telling that wtx runs inside a stage's view.
 const (
-	InsideByEnv   = "environment"
-	InsideByPath  = "view path"
-	InsideByMount = "overlay mount"
+	InsideByEnv     = "environment"
+	InsideByProcess = "supervising process"
+	InsideByPath    = "view path"
+	InsideByMount   = "overlay mount"
 )
 
 var (
@@ -51,15 +52,19 @@ var (
 // workspace was: acting there would apply into the view, settle or drop
 // the stage that holds its own writes, or stage a stage of the view.
 // Detection does not rest on the environment alone, which the command may
-// change: the workspace path itself is checked (a copy or clone view lies
-// in a stage directory; an overlay view is an overlay mount whose upper
-// directory is a stage's).
+// change: the environment of the stage's supervisor, an ancestor of every
+// process of the command, is read too, and the workspace path itself is
+// checked (a copy or clone view lies in a stage directory; an overlay view
+// is an overlay mount whose upper directory is a stage's).
 func checkInsideStage(path, stateDir string, env InStage) error {
 	if failpoint.Disabled("inside-stage") {
 		return nil
 	}
 	if env.Tx != "" && (env.Workspace == "" || within(path, env.Workspace) || within(env.Workspace, path)) {
 		return insideError(path, &InsideStageError{Tx: env.Tx, Workspace: env.Workspace, How: InsideByEnv})
+	}
+	if anc := stageOfAncestor(); anc.Tx != "" && anc.Workspace != "" && (within(path, anc.Workspace) || within(anc.Workspace, path)) {
+		return insideError(path, &InsideStageError{Tx: anc.Tx, Workspace: anc.Workspace, How: InsideByProcess})
 	}
 	if tx := stageOfViewPath(path, stateDir); tx != "" {
 		return insideError(path, &InsideStageError{Tx: tx, How: InsideByPath})

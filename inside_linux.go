@@ -3,7 +3,10 @@ package wtx
 import (
 	"bufio"
 	"os"
+	"strconv"
 	"strings"
+
+	"github.com/wtx-dev/wtx/internal/stage"
 )
 
 // stageOfMount returns the stage whose overlay view is mounted at path or
@@ -114,4 +117,51 @@ func unescapeOverlayOpt(s string) string {
 		b.WriteByte(s[i])
 	}
 	return b.String()
+}
+
+// stageOfAncestor returns the stage of the nearest ancestor process that
+// is wtx's stage supervisor (argv[1] is the helper argument): every
+// process a command of a stage starts descends from it, also when it
+// detached itself (the supervisor is a subreaper), and the command cannot
+// change that process's environment, which holds WTX_TX and WTX_WORKSPACE.
+// The zero InStage when there is none, or its environment cannot be read
+// (the overlay's supervisor holds capabilities, so a command cannot read
+// it; its view is found by its mount instead).
+func stageOfAncestor() InStage {
+	pid := os.Getppid()
+	for i := 0; i < 128 && pid > 1; i++ {
+		cmdline, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cmdline")
+		if err != nil {
+			return InStage{}
+		}
+		if args := strings.Split(string(cmdline), "\x00"); len(args) > 1 && args[1] == stage.HelperArg {
+			env, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/environ")
+			if err != nil {
+				return InStage{}
+			}
+			var in InStage
+			for _, kv := range strings.Split(string(env), "\x00") {
+				if v, ok := strings.CutPrefix(kv, "WTX_TX="); ok {
+					in.Tx = v
+				} else if v, ok := strings.CutPrefix(kv, "WTX_WORKSPACE="); ok {
+					in.Workspace = v
+				}
+			}
+			return in
+		}
+		stat, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+		if err != nil {
+			return InStage{}
+		}
+		// pid (comm) state ppid …: comm may hold spaces and parentheses.
+		rest := string(stat[strings.LastIndexByte(string(stat), ')')+1:])
+		f := strings.Fields(rest)
+		if len(f) < 2 {
+			return InStage{}
+		}
+		if pid, err = strconv.Atoi(f[1]); err != nil {
+			return InStage{}
+		}
+	}
+	return InStage{}
 }

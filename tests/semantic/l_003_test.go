@@ -14,7 +14,8 @@ import (
 // the view as if it were the workspace: it is refused as
 // precondition.inside-stage (exit 1), also when the command unset WTX_TX
 // and WTX_WORKSPACE (the copy view is found by its path, the overlay view
-// by its mount). No staged write is lost: after the run, the stage is open
+// by its mount), and when it then leaves the view and names the workspace
+// with -C (found by the stage's supervising process, or the mount). No staged write is lost: after the run, the stage is open
 // with every write, and applying it from outside lands them.
 func TestL003_InsideStage(t *testing.T) {
 	if _, err := exec.LookPath("sh"); err != nil {
@@ -41,6 +42,8 @@ func TestL003_InsideStage(t *testing.T) {
 				"shell-apply":   "apply k",
 				"shell-noenv":   "drop k",
 				"run-new-apply": "apply",
+				"away-apply":    `-C "$REALWS" apply k`,
+				"away-drop":     `-C "$REALWS" drop k`,
 			}
 			script := `echo staged >f.txt; ` +
 				inner("apply", inStage["apply"]) + inner("apply-k", inStage["apply-k"]) + inner("drop-k", inStage["drop-k"]) +
@@ -48,7 +51,9 @@ func TestL003_InsideStage(t *testing.T) {
 				inner("run", inStage["run"]) +
 				`unset WTX_TX WTX_WORKSPACE; ` +
 				inner("noenv-apply", inStage["noenv-apply"]) + inner("noenv-drop", inStage["noenv-drop"]) +
-				inner("noenv-run", inStage["noenv-run"]) + inner("noenv-other", inStage["noenv-other"])
+				inner("noenv-run", inStage["noenv-run"]) + inner("noenv-other", inStage["noenv-other"]) +
+				`cd /; ` + inner("away-apply", inStage["away-apply"]) + inner("away-drop", inStage["away-drop"])
+			e.env = append(e.env, "REALWS="+e.ws)
 			e.must("run", "--tx", "k", "--", "sh", "-c", script)
 
 			// wtx shell, the same way in.
