@@ -133,29 +133,23 @@ func (c *lineConn) readLoop() {
 func readLine(br *bufio.Reader, max int) (line []byte, over bool, err error) {
 	for {
 		chunk, err := br.ReadSlice('\n')
-		if !over {
-			if len(line)+len(chunk) > max+2 { // room for "\r\n"
-				over = true
-				keep := idPrefix - len(line)
-				if keep > len(chunk) {
-					keep = len(chunk)
-				}
-				if keep > 0 {
-					line = append(line, chunk[:keep]...)
-				}
-			} else {
-				line = append(line, chunk...)
+		if !over && len(line)+len(chunk) > max+2 { // room for "\r\n"
+			over = true
+		}
+		if keep := len(chunk); !over || len(line) < idPrefix {
+			if over && len(line)+keep > idPrefix {
+				keep = idPrefix - len(line)
 			}
+			line = append(line, chunk[:keep]...)
 		}
 		switch {
 		case err == bufio.ErrBufferFull:
 			continue
 		case err != nil:
 			return line, over, err
+		case over:
+			return line, true, nil
 		default:
-			if over {
-				return line, true, nil
-			}
 			return bytes.TrimRight(line, "\r\n"), false, nil
 		}
 	}

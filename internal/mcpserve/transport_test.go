@@ -49,8 +49,23 @@ func TestPeekID(t *testing.T) {
 	}
 }
 
+func TestReadLine(t *testing.T) {
+	long := strings.Repeat("y", idPrefix+5000)
+	br := bufio.NewReaderSize(strings.NewReader("a\r\n"+long+"\nb\n"+strings.Repeat("z", 100)+"\nlast"), 16)
+	for _, want := range []struct {
+		line string
+		over bool
+		err  error
+	}{{"a", false, nil}, {long[:idPrefix], true, nil}, {"b", false, nil}, {strings.Repeat("z", 100), false, nil}, {"last", false, io.EOF}} {
+		line, over, err := readLine(br, 100)
+		if string(line) != want.line || over != want.over || err != want.err {
+			t.Fatalf("readLine = %.20q (%d bytes) over=%v err=%v, want %.20q over=%v err=%v", line, len(line), over, err, want.line, want.over, want.err)
+		}
+	}
+}
+
 // pipeServer serves cfg in-process and returns the client's ends.
-func pipeServer(t *testing.T, cfg Config) (send func(string), recv func() map[string]any, closeIn func(), done <-chan error) {
+func pipeServer(t *testing.T, cfg Config) (send func(string), recv func() map[string]any, in io.WriteCloser, done <-chan error) {
 	t.Helper()
 	inR, inW := io.Pipe()
 	outR, outW := io.Pipe()
@@ -89,11 +104,11 @@ func pipeServer(t *testing.T, cfg Config) (send func(string), recv func() map[st
 		return nil
 	}
 	t.Cleanup(func() { inW.Close(); outR.Close() })
-	return send, recv, func() { inW.Close() }, errc
+	return send, recv, inW, errc
 }
 
 func TestLineTransportAnswersBadLines(t *testing.T) {
-	send, recv, closeIn, done := pipeServer(t, Config{Dir: t.TempDir(), MaxRequest: 1024})
+	send, recv, in, done := pipeServer(t, Config{Dir: t.TempDir(), MaxRequest: 1024})
 	send(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`)
 	if r := recv(); r["id"] != float64(1) || r["error"] != nil {
 		t.Fatalf("initialize: %v", r)
@@ -129,10 +144,25 @@ func TestLineTransportAnswersBadLines(t *testing.T) {
 			t.Fatalf("ping after %.40q: %v", c.line, r)
 		}
 	}
-	// Blank lines are skipped; a last line without a newline is still read.
+	// Lines the SDK takes but must not end the session over.
+	send(`{"jsonrpc":"2.0","id":6,"method":""}`)
+	if r := recv(); r["id"] != float64(6) || r["error"] == nil {
+		t.Fatalf("empty method: %v", r)
+	}
+	send(`{"jsonrpc":"2.0","method":"notifications/cancelled","params":5}`)
+	send(`{"jsonrpc":"2.0","id":"nobody-asked","result":{}}`)
+	send(`{"jsonrpc":"2.0","id":98,"method":"tools/call","params":{"name":"nope","arguments":{}}}`)
+	if r := recv(); r["id"] != float64(98) {
+		t.Fatalf("unknown tool: %v", r)
+	}
+	send(`{"jsonrpc":"2.0","id":99,"method":"ping"}`)
+	if r := recv(); r["id"] != float64(99) || r["error"] != nil {
+		t.Fatalf("ping after odd messages: %v", r)
+	}
+	// Blank lines are skipped; the end of the input ends the session.
 	send("")
 	send("\r")
-	closeIn()
+	in.Close()
 	select {
 	case err := <-done:
 		if err != nil {
