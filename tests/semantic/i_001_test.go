@@ -199,17 +199,35 @@ func nmMap(t testing.TB, out string) map[string]any {
 }
 
 // TestI001_SelectorsMatchBytes: --exclude '*.key' hides secret\xff.key, and
-// --protect conf\xff is enforced (and does not protect conf+U+FFFD).
+// --protect conf\xff is enforced (and does not protect conf+U+FFFD), on the
+// copy backend and, where it works, on overlay (which keeps the paths an
+// exclude hides in its own configuration).
 func TestI001_SelectorsMatchBytes(t *testing.T) {
-	e := newNameEnv(t, wtxtest.Binary(t, false))
+	bin := wtxtest.Binary(t, false)
+	backends := []string{"copy"}
+	if reason := overlayUsable(t, bin); reason == "" {
+		backends = append(backends, "overlay")
+	} else {
+		t.Logf("overlay left out: %s", reason)
+	}
+	for _, b := range backends {
+		t.Run(b, func(t *testing.T) { checkSelectorBytes(t, bin, b) })
+	}
+}
+
+func checkSelectorBytes(t *testing.T, bin, backend string) {
+	e := newNameEnv(t, bin)
 	nmWrite(t, filepath.Join(e.ws, "secret\xff.key"), "k")
 	nmWrite(t, filepath.Join(e.ws, "conf\xff"), "c")
 	nmWrite(t, filepath.Join(e.ws, "conf\uFFFD"), "t")
-	r := e.wtx(nil, "run", "--backend", "copy", "--exclude", "*.key", "--json", "--", "sh", "-c", `test ! -e "$1"`, "sh", "secret\xff.key")
+	nmWrite(t, filepath.Join(e.ws, "k\xffz"), "k")
+	nmWrite(t, filepath.Join(e.ws, "k\uFFFDz"), "k")
+	r := e.wtx(nil, "run", "--backend", backend, "--exclude", "*.key", "--exclude", "k\xff*", "--json", "--",
+		"sh", "-c", `test ! -e "$1" && test ! -e "$2" && test -e "$3"`, "sh", "secret\xff.key", "k\xffz", "k\uFFFDz")
 	if r.code != 0 {
-		t.Fatalf("--exclude '*.key' did not hide secret\\xff.key from the command (exit %d): %s", r.code, r.stderr)
+		t.Fatalf("--exclude '*.key' --exclude $'k\\xff*' did not hide exactly secret\\xff.key and k\\xffz from the command (exit %d): %s", r.code, r.stderr)
 	}
-	r = e.wtx(nil, "run", "--backend", "copy", "--protect", "conf\xff", "--json", "--", "sh", "-c", `printf x >> "$1"; printf y >> "$2"`, "sh", "conf\xff", "conf\uFFFD")
+	r = e.wtx(nil, "run", "--backend", backend, "--protect", "conf\xff", "--json", "--", "sh", "-c", `printf x >> "$1"; printf y >> "$2"`, "sh", "conf\xff", "conf\uFFFD")
 	nmOK(t, r, "run")
 	tx := nmString(r.stdout, "tx")
 	r = e.wtx(nil, "apply", tx, "--json")
