@@ -424,6 +424,8 @@ type statusJSON struct {
 	Tx               string        `json:"tx"`
 	Name             string        `json:"name,omitempty"`
 	State            string        `json:"state"`
+	Running          bool          `json:"running"`
+	Run              *RunInfo      `json:"run,omitempty"`
 	Backend          string        `json:"backend"`
 	Skipped          []BackendSkip `json:"backend_skipped"`
 	View             string        `json:"view"`
@@ -449,7 +451,7 @@ type statusJSON struct {
 
 // MarshalJSON writes the status with byte-safe selectors and names.
 func (s Status) MarshalJSON() ([]byte, error) {
-	return json.Marshal(statusJSON{s.Tx, s.Name, s.State, s.Backend, s.Skipped, s.View, s.Created,
+	return json.Marshal(statusJSON{s.Tx, s.Name, s.State, s.Running, s.Run, s.Backend, s.Skipped, s.View, s.Created,
 		jsonname.Texts(s.Exclude), jsonname.B64s(s.Exclude), jsonname.Texts(s.Share), jsonname.B64s(s.Share),
 		jsonname.Texts(s.Protect), jsonname.B64s(s.Protect), s.Counts, s.ChangesetDigest, s.Changes, s.Drift, s.StaleReads,
 		jsonname.Texts(s.Special), jsonname.B64s(s.Special), s.LeftOut, s.Ops, s.TxOps, s.NotTransactional})
