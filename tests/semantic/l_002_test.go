@@ -1,0 +1,295 @@
+package semantic
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/wtx-dev/wtx/internal/wtxtest"
+)
+
+// l002Backends are the backends L-002 is checked on; each is skipped
+// with its reason where it cannot stage here.
+var l002Backends = []string{"overlay", "copy", "clone"}
+
+// escapeScript starts two processes that outlive the command, one in a
+// session of its own (setsid), one orphaned by a double fork; each writes
+// a file named after itself into the view after a delay. $0 of each is
+// marker, so that they can be found in /proc.
+func escapeScript(marker, tail string) []string {
+	late := func(name string) string {
+		return fmt.Sprintf(`sh -c 'sleep 1; echo late > %s; sleep 1000' %s`, name, marker)
+	}
+	script := "echo early > early; setsid " + late("late-setsid") + " & (" + late("late-orphan") + " &) & " + tail
+	return []string{"sh", "-c", script, marker}
+}
+
+// markerProcs lists the pids of live processes whose arguments hold
+// marker (zombies left aside).
+func markerProcs(marker string) []int {
+	var out []int
+	ents, _ := os.ReadDir("/proc") // an unreadable /proc finds nothing, and the test says so below
+	for _, e := range ents {
+		var pid int
+		if _, err := fmt.Sscanf(e.Name(), "%d", &pid); err != nil {
+			continue
+		}
+		cmdline, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+		if err != nil || !bytes.Contains(cmdline, []byte(marker)) {
+			continue
+		}
+		if stat, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat")); err == nil {
+			if i := bytes.LastIndexByte(stat, ')'); i > 0 && i+2 < len(stat) && stat[i+2] == 'Z' {
+				continue
+			}
+		}
+		out = append(out, pid)
+	}
+	return out
+}
+
+// killMarked kills what a failed check left behind.
+func killMarked(marker string) {
+	for _, pid := range markerProcs(marker) {
+		_ = syscall.Kill(pid, syscall.SIGKILL) // cleanup only
+	}
+}
+
+// lateFiles lists the files named late-* under the roots.
+func lateFiles(roots ...string) []string {
+	var out []string
+	for _, root := range roots {
+		_ = filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error { // unreadable parts are skipped
+			if err == nil && strings.HasPrefix(d.Name(), "late-") {
+				out = append(out, p)
+			}
+			return nil
+		})
+	}
+	return out
+}
+
+// l002Env makes a workspace and a state root and says whether backend
+// can stage here.
+func l002Env(t *testing.T, bin, backend string) (ws, state string) {
+	t.Helper()
+	base := t.TempDir()
+	ws, state = filepath.Join(base, "ws"), filepath.Join(base, "state")
+	if err := os.Mkdir(ws, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(ws, "a"), []byte("a\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r := runBin(t, bin, nil, ws, state, "run", "--backend", backend, "--json", "--", "true")
+	if r.code != 0 {
+		t.Skipf("the %s backend cannot stage here: %s", backend, strings.TrimSpace(r.stdout+r.stderr))
+	}
+	return ws, state
+}
+
+func runBin(t *testing.T, bin string, env []string, ws, state string, args ...string) wtxResult {
+	t.Helper()
+	cmd := exec.Command(bin, append([]string{"-C", ws}, args...)...)
+	cmd.Env = append(append(os.Environ(), "WTX_STATE_DIR="+state), env...)
+	// Files, not pipes: a process that outlives wtx (the negative
+	// control) would hold a pipe open and Run would wait for it.
+	dir := t.TempDir()
+	out, err := os.Create(filepath.Join(dir, "stdout"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer out.Close()
+	errf, err := os.Create(filepath.Join(dir, "stderr"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer errf.Close()
+	cmd.Stdout, cmd.Stderr = out, errf
+	if err := cmd.Run(); err != nil {
+		if _, ok := err.(*exec.ExitError); !ok {
+			t.Fatalf("wtx %v: %v", args, err)
+		}
+	}
+	stdout, _ := os.ReadFile(out.Name()) // written by now
+	stderr, _ := os.ReadFile(errf.Name())
+	return wtxResult{code: cmd.ProcessState.ExitCode(), stdout: string(stdout), stderr: string(stderr)}
+}
+
+type l002Answer struct {
+	Tx          string `json:"tx"`
+	ExitCode    int    `json:"exit_code"`
+	Containment string `json:"containment"`
+	Stopped     []struct {
+		PID  int    `json:"pid"`
+		Comm string `json:"comm"`
+	} `json:"stopped"`
+	NotTransactional []string `json:"not_transactional"`
+	Receipt          struct {
+		Containment      string   `json:"containment"`
+		NotTransactional []string `json:"not_transactional"`
+	} `json:"receipt"`
+}
+
+// TestL002_LeftoversStopped checks L-002 on every backend: processes the
+// command leaves running (setsid, double fork) are stopped before wtx
+// returns, are named, never write into the stage or the workspace
+// afterwards, and the receipt says containment was in effect.
+func TestL002_LeftoversStopped(t *testing.T) {
+	bin := wtxtest.Binary(t, false)
+	for _, backend := range l002Backends {
+		t.Run(backend, func(t *testing.T) {
+			t.Parallel()
+			ws, state := l002Env(t, bin, backend)
+			marker := fmt.Sprintf("wtx-l002-%d-stop-%s", os.Getpid(), backend)
+			t.Cleanup(func() { killMarked(marker) })
+			start := time.Now()
+			r := runBin(t, bin, nil, ws, state, append([]string{"run", "--backend", backend, "--json", "--"}, escapeScript(marker, "sleep 0.3; exit 3")...)...)
+			if r.code != 3 {
+				t.Fatalf("wtx run exited %d, want the command's 3\n%s%s", r.code, r.stdout, r.stderr)
+			}
+			if left := markerProcs(marker); len(left) > 0 {
+				t.Fatalf("processes the command started outlive wtx run: %v", left)
+			}
+			var ans l002Answer
+			if err := json.Unmarshal([]byte(r.stdout), &ans); err != nil {
+				t.Fatalf("run --json: %v\n%s", err, r.stdout)
+			}
+			if len(ans.Stopped) < 2 {
+				t.Errorf("stopped = %+v, want the two processes left running", ans.Stopped)
+			}
+			if ans.Containment == "" || ans.Receipt.Containment != ans.Containment {
+				t.Errorf("containment %q, receipt's %q", ans.Containment, ans.Receipt.Containment)
+			}
+			for _, item := range ans.Receipt.NotTransactional {
+				if strings.Contains(item, "outlive") {
+					t.Errorf("the receipt still says %q where containment (%s) is in effect", item, ans.Containment)
+				}
+			}
+			// Long after the leftovers would have written, nothing did.
+			time.Sleep(time.Until(start.Add(1500 * time.Millisecond)))
+			if late := lateFiles(ws, state); len(late) > 0 {
+				t.Errorf("a stopped process wrote after wtx returned: %v", late)
+			}
+			// The human summary names them.
+			r = runBin(t, bin, nil, ws, state, append([]string{"run", "--backend", backend, "--"}, escapeScript(marker, "true")...)...)
+			if !regexp.MustCompile(`wtx: stopped [2-9] processes the command left running \(\w`).MatchString(r.stderr) {
+				t.Errorf("the summary does not name the stopped processes:\n%s", r.stderr)
+			}
+			if left := markerProcs(marker); len(left) > 0 {
+				t.Fatalf("processes the command started outlive wtx run: %v", left)
+			}
+		})
+	}
+}
+
+// TestL002_KilledRunTakesAll checks L-002 when wtx run itself is killed
+// (SIGKILL) while the command runs: the command and everything it started
+// die with it, and nothing writes into the stage afterwards.
+func TestL002_KilledRunTakesAll(t *testing.T) {
+	bin := wtxtest.Binary(t, false)
+	for _, backend := range l002Backends {
+		t.Run(backend, func(t *testing.T) {
+			t.Parallel()
+			ws, state := l002Env(t, bin, backend)
+			marker := fmt.Sprintf("wtx-l002-%d-kill-%s", os.Getpid(), backend)
+			t.Cleanup(func() { killMarked(marker) })
+			cmd := exec.Command(bin, append([]string{"-C", ws, "run", "--backend", backend, "--"}, escapeScript(marker, "exec sleep 1000")...)...)
+			cmd.Env = append(os.Environ(), "WTX_STATE_DIR="+state)
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			start := time.Now()
+			for len(slices.DeleteFunc(markerProcs(marker), func(pid int) bool { return pid == cmd.Process.Pid })) < 2 {
+				if time.Since(start) > 10*time.Second {
+					cmd.Process.Kill()
+					cmd.Wait()
+					t.Fatalf("the command's processes never showed up (found %v)", markerProcs(marker))
+				}
+				time.Sleep(20 * time.Millisecond)
+			}
+			if err := cmd.Process.Kill(); err != nil {
+				t.Fatal(err)
+			}
+			_ = cmd.Wait() // killed: the error says so
+			deadline := time.Now().Add(2 * time.Second)
+			for len(markerProcs(marker)) > 0 && time.Now().Before(deadline) {
+				time.Sleep(20 * time.Millisecond)
+			}
+			if left := markerProcs(marker); len(left) > 0 {
+				t.Fatalf("processes the command started outlive a killed wtx run: %v", left)
+			}
+			time.Sleep(time.Until(start.Add(1500 * time.Millisecond)))
+			if late := lateFiles(ws, state); len(late) > 0 {
+				t.Errorf("a process wrote after wtx run was killed: %v", late)
+			}
+		})
+	}
+}
+
+// TestL002_Wait checks that run --wait waits for the processes the command
+// left running, and their writes are part of the stage.
+func TestL002_Wait(t *testing.T) {
+	bin := wtxtest.Binary(t, false)
+	for _, backend := range l002Backends {
+		t.Run(backend, func(t *testing.T) {
+			t.Parallel()
+			ws, state := l002Env(t, bin, backend)
+			start := time.Now()
+			r := runBin(t, bin, nil, ws, state, "run", "--wait", "--backend", backend, "--json", "--",
+				"sh", "-c", `(setsid sh -c 'sleep 0.5; echo done > waited' &) &`)
+			if r.code != 0 {
+				t.Fatalf("wtx run --wait exited %d\n%s%s", r.code, r.stdout, r.stderr)
+			}
+			if took := time.Since(start); took < 500*time.Millisecond {
+				t.Errorf("wtx run --wait returned after %v, before the leftover ended", took)
+			}
+			if !strings.Contains(r.stdout, `"waited"`) {
+				t.Errorf("the leftover's write is not in the change set:\n%s", r.stdout)
+			}
+		})
+	}
+}
+
+// TestL002_NegativeControl switches containment off (failpoint build,
+// WTX_DISABLE=contain): the check of TestL002_LeftoversStopped must then
+// find the leftovers alive.
+func TestL002_NegativeControl(t *testing.T) {
+	bin := wtxtest.Binary(t, true)
+	for _, backend := range []string{"overlay", "copy"} {
+		t.Run(backend, func(t *testing.T) {
+			t.Parallel()
+			ws, state := l002Env(t, bin, backend)
+			marker := fmt.Sprintf("wtx-l002-%d-neg-%s", os.Getpid(), backend)
+			t.Cleanup(func() { killMarked(marker) })
+			r := runBin(t, bin, []string{"WTX_DISABLE=contain"}, ws, state, append([]string{"run", "--backend", backend, "--json", "--"}, escapeScript(marker, "true")...)...)
+			if r.code != 0 {
+				t.Fatalf("wtx run exited %d\n%s%s", r.code, r.stdout, r.stderr)
+			}
+			if left := markerProcs(marker); len(left) == 0 {
+				t.Fatal("with containment switched off, no process outlived wtx run: the check cannot fail")
+			}
+			var ans l002Answer
+			if err := json.Unmarshal([]byte(r.stdout), &ans); err != nil {
+				t.Fatalf("run --json: %v\n%s", err, r.stdout)
+			}
+			outlive := false
+			for _, item := range ans.Receipt.NotTransactional {
+				outlive = outlive || strings.Contains(item, "outlive")
+			}
+			if !outlive {
+				t.Errorf("without containment the receipt must keep the processes that outlive the command: %v", ans.Receipt.NotTransactional)
+			}
+		})
+	}
+}
