@@ -22,11 +22,11 @@ import (
 // with its reason where it cannot stage here.
 var l002Backends = []string{"overlay", "copy", "clone"}
 
-// escapeScript starts two processes that outlive the command, one in a
+// l002Script starts two processes that outlive the command, one in a
 // session of its own (setsid), one orphaned by a double fork; each writes
 // a file named after itself into the view after a delay. $0 of each is
 // marker, so that they can be found in /proc.
-func escapeScript(marker, tail string) []string {
+func l002Script(marker, tail string) []string {
 	late := func(name string) string {
 		return fmt.Sprintf(`sh -c 'sleep 1; echo late > %s; sleep 1000' %s`, name, marker)
 	}
@@ -34,9 +34,9 @@ func escapeScript(marker, tail string) []string {
 	return []string{"sh", "-c", script, marker}
 }
 
-// markerProcs lists the pids of live processes whose arguments hold
+// l002Procs lists the pids of live processes whose arguments hold
 // marker (zombies left aside).
-func markerProcs(marker string) []int {
+func l002Procs(marker string) []int {
 	var out []int
 	ents, _ := os.ReadDir("/proc") // an unreadable /proc finds nothing, and the test says so below
 	for _, e := range ents {
@@ -58,15 +58,15 @@ func markerProcs(marker string) []int {
 	return out
 }
 
-// killMarked kills what a failed check left behind.
-func killMarked(marker string) {
-	for _, pid := range markerProcs(marker) {
+// l002Kill kills what a failed check left behind.
+func l002Kill(marker string) {
+	for _, pid := range l002Procs(marker) {
 		_ = syscall.Kill(pid, syscall.SIGKILL) // cleanup only
 	}
 }
 
-// lateFiles lists the files named late-* under the roots.
-func lateFiles(roots ...string) []string {
+// l002Late lists the files named late-* under the roots.
+func l002Late(roots ...string) []string {
 	var out []string
 	for _, root := range roots {
 		_ = filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error { // unreadable parts are skipped
@@ -91,14 +91,14 @@ func l002Env(t *testing.T, bin, backend string) (ws, state string) {
 	if err := os.WriteFile(filepath.Join(ws, "a"), []byte("a\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	r := runBin(t, bin, nil, ws, state, "run", "--backend", backend, "--json", "--", "true")
+	r := l002Run(t, bin, nil, ws, state, "run", "--backend", backend, "--json", "--", "true")
 	if r.code != 0 {
 		t.Skipf("the %s backend cannot stage here: %s", backend, strings.TrimSpace(r.stdout+r.stderr))
 	}
 	return ws, state
 }
 
-func runBin(t *testing.T, bin string, env []string, ws, state string, args ...string) wtxResult {
+func l002Run(t *testing.T, bin string, env []string, ws, state string, args ...string) wtxResult {
 	t.Helper()
 	cmd := exec.Command(bin, append([]string{"-C", ws}, args...)...)
 	cmd.Env = append(append(os.Environ(), "WTX_STATE_DIR="+state), env...)
@@ -152,13 +152,13 @@ func TestL002_LeftoversStopped(t *testing.T) {
 			t.Parallel()
 			ws, state := l002Env(t, bin, backend)
 			marker := fmt.Sprintf("wtx-l002-%d-stop-%s", os.Getpid(), backend)
-			t.Cleanup(func() { killMarked(marker) })
+			t.Cleanup(func() { l002Kill(marker) })
 			start := time.Now()
-			r := runBin(t, bin, nil, ws, state, append([]string{"run", "--backend", backend, "--json", "--"}, escapeScript(marker, "sleep 0.3; exit 3")...)...)
+			r := l002Run(t, bin, nil, ws, state, append([]string{"run", "--backend", backend, "--json", "--"}, l002Script(marker, "sleep 0.3; exit 3")...)...)
 			if r.code != 3 {
 				t.Fatalf("wtx run exited %d, want the command's 3\n%s%s", r.code, r.stdout, r.stderr)
 			}
-			if left := markerProcs(marker); len(left) > 0 {
+			if left := l002Procs(marker); len(left) > 0 {
 				t.Fatalf("processes the command started outlive wtx run: %v", left)
 			}
 			var ans l002Answer
@@ -178,15 +178,15 @@ func TestL002_LeftoversStopped(t *testing.T) {
 			}
 			// Long after the leftovers would have written, nothing did.
 			time.Sleep(time.Until(start.Add(1500 * time.Millisecond)))
-			if late := lateFiles(ws, state); len(late) > 0 {
+			if late := l002Late(ws, state); len(late) > 0 {
 				t.Errorf("a stopped process wrote after wtx returned: %v", late)
 			}
 			// The human summary names them.
-			r = runBin(t, bin, nil, ws, state, append([]string{"run", "--backend", backend, "--"}, escapeScript(marker, "true")...)...)
+			r = l002Run(t, bin, nil, ws, state, append([]string{"run", "--backend", backend, "--"}, l002Script(marker, "true")...)...)
 			if !regexp.MustCompile(`wtx: stopped [2-9] processes the command left running \(\w`).MatchString(r.stderr) {
 				t.Errorf("the summary does not name the stopped processes:\n%s", r.stderr)
 			}
-			if left := markerProcs(marker); len(left) > 0 {
+			if left := l002Procs(marker); len(left) > 0 {
 				t.Fatalf("processes the command started outlive wtx run: %v", left)
 			}
 		})
@@ -203,18 +203,18 @@ func TestL002_KilledRunTakesAll(t *testing.T) {
 			t.Parallel()
 			ws, state := l002Env(t, bin, backend)
 			marker := fmt.Sprintf("wtx-l002-%d-kill-%s", os.Getpid(), backend)
-			t.Cleanup(func() { killMarked(marker) })
-			cmd := exec.Command(bin, append([]string{"-C", ws, "run", "--backend", backend, "--"}, escapeScript(marker, "exec sleep 1000")...)...)
+			t.Cleanup(func() { l002Kill(marker) })
+			cmd := exec.Command(bin, append([]string{"-C", ws, "run", "--backend", backend, "--"}, l002Script(marker, "exec sleep 1000")...)...)
 			cmd.Env = append(os.Environ(), "WTX_STATE_DIR="+state)
 			if err := cmd.Start(); err != nil {
 				t.Fatal(err)
 			}
 			start := time.Now()
-			for len(slices.DeleteFunc(markerProcs(marker), func(pid int) bool { return pid == cmd.Process.Pid })) < 2 {
+			for len(slices.DeleteFunc(l002Procs(marker), func(pid int) bool { return pid == cmd.Process.Pid })) < 2 {
 				if time.Since(start) > 10*time.Second {
 					cmd.Process.Kill()
 					cmd.Wait()
-					t.Fatalf("the command's processes never showed up (found %v)", markerProcs(marker))
+					t.Fatalf("the command's processes never showed up (found %v)", l002Procs(marker))
 				}
 				time.Sleep(20 * time.Millisecond)
 			}
@@ -223,14 +223,14 @@ func TestL002_KilledRunTakesAll(t *testing.T) {
 			}
 			_ = cmd.Wait() // killed: the error says so
 			deadline := time.Now().Add(2 * time.Second)
-			for len(markerProcs(marker)) > 0 && time.Now().Before(deadline) {
+			for len(l002Procs(marker)) > 0 && time.Now().Before(deadline) {
 				time.Sleep(20 * time.Millisecond)
 			}
-			if left := markerProcs(marker); len(left) > 0 {
+			if left := l002Procs(marker); len(left) > 0 {
 				t.Fatalf("processes the command started outlive a killed wtx run: %v", left)
 			}
 			time.Sleep(time.Until(start.Add(1500 * time.Millisecond)))
-			if late := lateFiles(ws, state); len(late) > 0 {
+			if late := l002Late(ws, state); len(late) > 0 {
 				t.Errorf("a process wrote after wtx run was killed: %v", late)
 			}
 		})
@@ -246,7 +246,7 @@ func TestL002_Wait(t *testing.T) {
 			t.Parallel()
 			ws, state := l002Env(t, bin, backend)
 			start := time.Now()
-			r := runBin(t, bin, nil, ws, state, "run", "--wait", "--backend", backend, "--json", "--",
+			r := l002Run(t, bin, nil, ws, state, "run", "--wait", "--backend", backend, "--json", "--",
 				"sh", "-c", `(setsid sh -c 'sleep 0.5; echo done > waited' &) &`)
 			if r.code != 0 {
 				t.Fatalf("wtx run --wait exited %d\n%s%s", r.code, r.stdout, r.stderr)
@@ -271,12 +271,12 @@ func TestL002_NegativeControl(t *testing.T) {
 			t.Parallel()
 			ws, state := l002Env(t, bin, backend)
 			marker := fmt.Sprintf("wtx-l002-%d-neg-%s", os.Getpid(), backend)
-			t.Cleanup(func() { killMarked(marker) })
-			r := runBin(t, bin, []string{"WTX_DISABLE=contain"}, ws, state, append([]string{"run", "--backend", backend, "--json", "--"}, escapeScript(marker, "true")...)...)
+			t.Cleanup(func() { l002Kill(marker) })
+			r := l002Run(t, bin, []string{"WTX_DISABLE=contain"}, ws, state, append([]string{"run", "--backend", backend, "--json", "--"}, l002Script(marker, "true")...)...)
 			if r.code != 0 {
 				t.Fatalf("wtx run exited %d\n%s%s", r.code, r.stdout, r.stderr)
 			}
-			if left := markerProcs(marker); len(left) == 0 {
+			if left := l002Procs(marker); len(left) == 0 {
 				t.Fatal("with containment switched off, no process outlived wtx run: the check cannot fail")
 			}
 			var ans l002Answer
