@@ -7,6 +7,7 @@ import (
 
 	"github.com/wtx-dev/wtx/internal/failpoint"
 	"github.com/wtx-dev/wtx/internal/jsonname"
+	"github.com/wtx-dev/wtx/internal/quote"
 	"github.com/wtx-dev/wtx/internal/stage"
 	"github.com/wtx-dev/wtx/internal/tree"
 )
@@ -37,7 +38,7 @@ func reservedPath(rel string) bool {
 // reservedError refuses a name wtx keeps for its temporary files.
 func reservedError(p string) *Error {
 	return &Error{Code: CodeReserved,
-		Message:   fmt.Sprintf("%s: names starting with %s are reserved for wtx's temporary files and never enter a stage", p, tempPrefix),
+		Message:   fmt.Sprintf("%s: names starting with %s are reserved for wtx's temporary files and never enter a stage", quote.Path(p), tempPrefix),
 		Conflicts: []Conflict{{Path: p, Kind: "reserved"}}}
 }
 
@@ -59,7 +60,7 @@ func checkExcluded(exclude tree.Selectors, p, tx string) error {
 		where = "stage " + tx
 	}
 	return &Error{Code: CodeBoundary,
-		Message:   fmt.Sprintf("%s is excluded from %s: it is outside the stage's surface and is never read, written or applied through it", p, where),
+		Message:   fmt.Sprintf("%s is excluded from %s: it is outside the stage's surface and is never read, written or applied through it", quote.Path(p), where),
 		Conflicts: []Conflict{{Path: p, Kind: "excluded"}}}
 }
 
@@ -94,7 +95,7 @@ func checkBatch(items []BatchItem, begin BeginOptions) error {
 		}
 		if err != nil {
 			e := *AsError(err)
-			e.Message = fmt.Sprintf("batch item %d (%s %s): %s; nothing was applied", i+1, it.Command, it.Path, e.Message)
+			e.Message = fmt.Sprintf("batch item %d (%s %s): %s; nothing was applied", i+1, it.Command, quote.Path(it.Path), e.Message)
 			return &e
 		}
 	}

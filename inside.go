@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/wtx-dev/wtx/internal/failpoint"
+	"github.com/wtx-dev/wtx/internal/quote"
 )
 
 // InStage is what the environment says about a stage the calling process
@@ -82,11 +83,11 @@ func checkInsideStage(path, stateDir string, env InStage) error {
 func insideError(path string, ie *InsideStageError) *Error {
 	of := ""
 	if ie.Workspace != "" {
-		of = " of workspace " + ie.Workspace
+		of = " of workspace " + quote.Path(ie.Workspace)
 	}
 	return &Error{Code: CodeInsideStage, Err: ie,
 		Message: fmt.Sprintf("wtx is running inside stage %s%s (detected by its %s): acting on %s from here would act on the stage's view or on the stage it runs in, and could settle, drop or rewrite that stage and lose its staged writes; run the command from outside the stage",
-			ie.Tx, of, ie.How, path)}
+			ie.Tx, of, ie.How, quote.Path(path))}
 }
 
 // stageOfViewPath returns the stage whose directory holds path: path lies

@@ -17,9 +17,11 @@ type Options struct {
 	Logger *slog.Logger
 	// Now returns the current time; nil means time.Now.
 	Now func() time.Time
-	// InStage is what the environment says about a stage the caller runs
+	// InStage is what the caller's environment says about a stage it runs
 	// in (WTX_TX, WTX_WORKSPACE); Open refuses a workspace inside a stage
-	// (precondition.inside-stage), which it also finds without it.
+	// (precondition.inside-stage), which it also finds without it: by the
+	// view's path, its mount, and the stage's supervising process (whose
+	// environment, not the caller's, it then reads from /proc).
 	InStage InStage
 	// NoRecover skips the recovery of interrupted applies that Open
 	// otherwise runs first (for a caller that recovers explicitly).
