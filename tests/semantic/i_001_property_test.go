@@ -203,6 +203,11 @@ func (c *nameCase) play() {
 	dir := g.next()
 	inner := g.next()
 	c.seed(filepath.Join(dir, inner), g.content())
+	// NFC/NFD twins in every case: two names, never one.
+	nfc, nfd := "twin-caf\u00e9", "twin-cafe\u0301"
+	g.seen[nfc], g.seen[nfd] = true, true
+	c.seed(nfc, "nfc")
+	c.seed(nfd, "nfd")
 	if !c.same("setup") {
 		return
 	}
@@ -212,8 +217,8 @@ func (c *nameCase) play() {
 	a, b, del, link, target := names[0], names[1], names[2], g.next(), g.next()
 	ca, cb := g.argText(), g.argText()
 	r, ok := c.ok("run", nil, "run", "--backend", c.backend, "--json", "--", "sh", "-c",
-		`printf '%s' "$2" > "$1"; printf '%s' "$4" > "$3"; rm -- "$5"; ln -s -- "$7" "$6"`,
-		"sh", a, ca, filepath.Join(dir, b), cb, del, link, target)
+		`printf '%s' "$2" > "$1"; printf '%s' "$4" > "$3"; rm -- "$5"; ln -s -- "$7" "$6"; printf x >> "$8"`,
+		"sh", a, ca, filepath.Join(dir, b), cb, del, link, target, nfc)
 	if !ok {
 		return
 	}
@@ -236,6 +241,7 @@ func (c *nameCase) play() {
 	if err := os.Symlink(target, filepath.Join(c.ref, link)); err != nil {
 		c.t.Fatal(err)
 	}
+	c.refWrite(nfc, "nfcx")
 	if !c.same("apply of a run") {
 		return
 	}
@@ -247,6 +253,7 @@ func (c *nameCase) play() {
 	c.refRemove(filepath.Join(dir, b))
 	c.refRemove(link)
 	c.refWrite(del, wasDel)
+	c.refWrite(nfc, "nfc")
 	if !c.same("undo") {
 		return
 	}
