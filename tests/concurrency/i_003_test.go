@@ -84,7 +84,7 @@ func scratchDir(t testing.TB) string {
 // workspace B, on the same state root, goes through cycles: stage a change,
 // apply it (killed at a random failpoint half of the time, and held for a
 // moment before its journal is written), recover, apply again if it was
-// rolled back, and every other cycle undo it the same way. Every command
+// rolled back, and in two cycles of three undo it the same way. Every command
 // that was not killed must succeed and every recovery must leave B at the
 // image before or after the change; at the end every pre- and post-image
 // of every recorded op of B must be in the store, intact. stop, when set,
@@ -198,8 +198,8 @@ func gcStress(t *testing.T, env []string, cycles int, stop bool) gcOutcome {
 			fail("cycle %d: after apply and recovery B is neither before nor after the change:\n%s", i, got)
 			continue
 		}
-		if i%2 == 1 {
-			continue
+		if i%3 == 2 {
+			continue // d stays as this cycle left it: the next one flips it
 		}
 		op := lastOp(t, b)
 		if op == "" {
@@ -292,16 +292,16 @@ func lostImages(t testing.TB, e env, state string) []string {
 // removes what another workspace's applies, undos, crashes and recoveries
 // need (I-003).
 func TestI_003_GCSeesEveryWorkspace(t *testing.T) {
-	cycles := 40
+	cycles := 60
 	if soak() {
-		cycles = 400
+		cycles = 600
 	}
 	start := time.Now()
 	o := gcStress(t, nil, cycles, false)
 	t.Logf("gc stress: %d cycles (%d applies, %d undos, %d crashes, %d recoveries) against %d gc runs in %v: %d failures, %d lost images",
 		o.cycles, o.applies, o.undos, o.crashes, o.recoveries, o.gcRuns, time.Since(start).Round(time.Millisecond), len(o.failures), len(o.lost))
-	if o.applies+o.undos+o.crashes+o.recoveries < 100 {
-		t.Errorf("only %d applies, undos, crashes and recoveries; want at least 100", o.applies+o.undos+o.crashes+o.recoveries)
+	if o.applies+o.undos < 100 {
+		t.Errorf("only %d applies and undos; want at least 100", o.applies+o.undos)
 	}
 	if o.gcRuns < 10 {
 		t.Errorf("gc ran only %d times", o.gcRuns)
