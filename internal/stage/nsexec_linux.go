@@ -73,6 +73,9 @@ func enterView(s *nsSpec) error {
 	if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
 		return fmt.Errorf("make mounts private: %w", err)
 	}
+	if err := lockUpper(s.Upper); err != nil {
+		return err
+	}
 	if err := mountOverlay(s.Lower, s.Upper, s.Work, s.Merged, s.UserXattr); err != nil {
 		return err
 	}
@@ -127,6 +130,29 @@ func enterView(s *nsSpec) error {
 	if err := os.Chdir(s.Cwd); err != nil {
 		return fmt.Errorf("enter %s: %w", s.Cwd, err)
 	}
+	return nil
+}
+
+// upperLock is the upper directory, locked while this helper (and so its
+// overlay mount) lives; close-on-exec, it never reaches the command.
+var upperLock int = -1
+
+// lockUpper takes an exclusive lock on the upper directory, so that two
+// overlay mounts never share it (overlayfs leaves that undefined): a second
+// helper for the same stage fails instead of mounting.
+func lockUpper(upper string) error {
+	fd, err := unix.Open(upper, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return fmt.Errorf("open the upper directory: %w", err)
+	}
+	if err := unix.Flock(fd, unix.LOCK_EX|unix.LOCK_NB); err != nil {
+		unix.Close(fd)
+		if errors.Is(err, unix.EWOULDBLOCK) {
+			return fmt.Errorf("the stage's view is in use by another command (its upper directory is mounted)")
+		}
+		return fmt.Errorf("lock the upper directory: %w", err)
+	}
+	upperLock = fd
 	return nil
 }
 

@@ -268,3 +268,33 @@ func TestCopyRefusesConfinement(t *testing.T) {
 		t.Errorf("copy with --share: %v, want ErrUnsupported", err)
 	}
 }
+
+// TestOverlayOneMountPerUpper checks that a second command in a view
+// whose overlay is mounted by a first one fails instead of mounting the
+// same upper directory twice.
+func TestOverlayOneMountPerUpper(t *testing.T) {
+	e := openOverlay(t, map[string]string{"a": "a\n"})
+	first := exec.Command("/bin/sh", "-c", "echo up; exec sleep 30")
+	if err := e.v.Prepare(first, stage.RunOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	out, err := first.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := first.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		first.Process.Kill()
+		first.Wait()
+	}()
+	buf := make([]byte, 3)
+	if _, err := out.Read(buf); err != nil {
+		t.Fatalf("the first command did not start: %v", err)
+	}
+	msg, err := e.run(t, stage.RunOptions{}, "echo second")
+	if err == nil || !strings.Contains(msg, "in use by another command") {
+		t.Errorf("a second mount of the same upper directory: %v\n%s", err, msg)
+	}
+}
