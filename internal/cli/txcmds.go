@@ -79,7 +79,12 @@ func newWriteCommand(g *globals) *cobra.Command {
 not touched until the stage is applied. --expect-hash refuses the write
 (refusal.stale-read) unless the staged file still has that digest: pass the
 digest a 'wtx read --json' returned, so a write never clobbers a change made
-since.`,
+since.
+
+Like read, edit and rm, it refuses a PATH under one of the stage's --exclude
+selectors (refusal.boundary: outside the stage's surface) and a name starting
+with .wtx-tmp- (usage.reserved-name: wtx's temporary files), before anything
+is written.`,
 		Example: `  printf 'hello\n' | wtx write notes.txt --tx T
   wtx write src/a.go --tx T --expect-hash sha256:… < a.go`,
 		Args: exactlyOne("path"),
@@ -300,7 +305,9 @@ not valid UTF-8 goes in "path_b64", "content_b64", "old_b64" or "new_b64"
 (standard base64) instead; a JSON string that is not valid UTF-8 is refused
 (usage.invalid), never substituted. All run in one new stage, which is then
 applied: either every command lands or none does. On a failure the answer is the
-first failure's error code, and the workspace is untouched.`,
+first failure's error code, and the workspace is untouched. Paths are checked
+before the stage opens: one under --exclude (refusal.boundary) or starting with
+.wtx-tmp- (usage.reserved-name) refuses the whole batch.`,
 		Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, args []string) error {
 			if !atomic {
