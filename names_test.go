@@ -3,9 +3,12 @@ package wtx
 import (
 	"encoding/json"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 	"unicode/utf8"
+
+	"github.com/wtx-dev/wtx/internal/tree"
 )
 
 // Every record that carries names keeps their exact bytes through JSON, and
@@ -72,5 +75,22 @@ func TestRecordsOldFormatReads(t *testing.T) {
 	got, _ := json.Marshal(rc)
 	if string(got) != string(want) {
 		t.Fatalf("receipt encoding changed:\n got %s\nwant %s", got, want)
+	}
+}
+
+// The review screen selects a path with LiteralSelector: its bytes, not a
+// decoded copy of them.
+func TestLiteralSelectorKeepsBytes(t *testing.T) {
+	for _, p := range []string{"a\xff*", "\xfe?[x]", "lit\uFFFD", `b\ack`} {
+		sel, err := tree.ParseSelector(LiteralSelector(p))
+		if err != nil {
+			t.Fatalf("%q: %v", p, err)
+		}
+		if !sel.Match(p) {
+			t.Errorf("LiteralSelector(%q) does not match it", p)
+		}
+		if other := strings.Replace(p, "\xff", "\xfe", 1) + "z"; sel.Match(other) {
+			t.Errorf("LiteralSelector(%q) matches %q", p, other)
+		}
 	}
 }
