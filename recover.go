@@ -688,7 +688,13 @@ func removeTemps(root *fsx.Root, r journal.Record) error {
 // stage's base behind).
 func (w *Workspace) catchUp(ctx context.Context, id string) error {
 	s, err := w.Stage(ctx, id)
-	if err != nil || s.State() != StateOpen {
+	if errors.Is(err, ErrNotFound) {
+		return nil // the stage is gone: nothing to catch up
+	}
+	if err != nil {
+		return err
+	}
+	if s.State() != StateOpen {
 		return nil
 	}
 	unlock, err := w.lock(ctx)

@@ -211,6 +211,13 @@ func TestI005_StateRootModes(t *testing.T) {
 		t.Errorf("after --repair: %v %v; want 0400", fi.Mode(), err)
 	}
 	e.fsck(0)
+	if os.Geteuid() != 0 {
+		return // giving an entry to another user needs root
+	}
+	if err := os.Chown(obj, 65534, 65534); err != nil {
+		t.Fatal(err)
+	}
+	wantFinding(t, e.fsck(1), "state-unsafe", "precondition.state-unsafe", obj)
 }
 
 // TestI005_StageOrphans checks fsck's stage checks both ways: a stage
