@@ -147,8 +147,9 @@ func (w *Workspace) Begin(ctx context.Context, opts BeginOptions) (*Stage, error
 		}
 	}()
 	// Staging holds the workspace lock, so the base is never taken from the
-	// middle of another process's apply.
-	unlock, err := w.lock(ctx)
+	// middle of another process's apply. It writes no blob, so it leaves
+	// the blob store lock to others (a long copy would hold up gc).
+	unlock, err := w.lockWorkspace(ctx)
 	if err != nil {
 		return nil, err
 	}
