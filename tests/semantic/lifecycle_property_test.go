@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -59,6 +60,8 @@ type pModel struct {
 	// control is set for the negative control: whether a stage shows as
 	// running is not compared (the lock that says so is off).
 	control bool
+	// ops counts the steps by kind.
+	ops map[string]int
 	// declared counts late writes lost where the run declared outliving
 	// processes not transactional (not a violation).
 	declared int
@@ -496,6 +499,7 @@ func (m *pModel) check() {
 
 func (m *pModel) step() {
 	if m.bg != nil && m.r.IntN(4) == 0 {
+		m.ops["end a holding run"]++
 		m.opBgEnd()
 		return
 	}
@@ -505,40 +509,54 @@ func (m *pModel) step() {
 	case s == nil || n < 3 || m.openCount() == 0 && n < 8:
 		if m.openCount() < 4 {
 			if m.r.IntN(3) == 0 {
+				m.ops["begin"]++
 				m.opBegin()
 			} else {
+				m.ops["run (new stage)"]++
 				m.opRun(nil)
 			}
 			return
 		}
+		m.ops["drop --empty/--all"]++
 		m.opDropMany()
 	case n < 5:
+		m.ops["run --tx"]++
 		m.opRun(s)
 	case n < 8:
+		m.ops["apply"]++
 		m.opApply(s)
 	case n < 10:
+		m.ops["drop"]++
 		m.opDrop(s)
 	case n < 12:
+		m.ops["write --tx"]++
 		m.opWrite(s)
 	case n < 13:
 		if m.openCount() < 4 {
+			m.ops["fork"]++
 			m.opFork(s)
 		} else {
+			m.ops["drop --empty/--all"]++
 			m.opDropMany()
 		}
 	case n < 15:
 		if s.state == "open" && !m.running(s) {
+			m.ops["wtx inside the view"]++
 			m.opInside(s)
 		} else {
+			m.ops["write --tx"]++
 			m.opWrite(s)
 		}
 	case n < 18:
 		if m.bg == nil && s.state == "open" {
+			m.ops["start a holding run"]++
 			m.opBgStart(s)
 		} else {
+			m.ops["apply"]++
 			m.opApply(s)
 		}
 	default:
+		m.ops["drop --empty/--all"]++
 		m.opDropMany()
 	}
 }
@@ -546,6 +564,19 @@ func (m *pModel) step() {
 // propertyRun is what a set of interleavings found.
 type propertyRun struct {
 	interleavings, steps, violations, declared atomic.Int64
+	mu                                         sync.Mutex
+	ops                                        map[string]int
+}
+
+func (pr *propertyRun) addOps(ops map[string]int) {
+	pr.mu.Lock()
+	defer pr.mu.Unlock()
+	if pr.ops == nil {
+		pr.ops = map[string]int{}
+	}
+	for k, n := range ops {
+		pr.ops[k] += n
+	}
 }
 
 // runProperty runs one interleaving per seed, each as a parallel subtest,
@@ -556,7 +587,7 @@ func runProperty(t *testing.T, seeds []uint64, steps int, failpoints bool, env [
 		t.Run(fmt.Sprintf("seed=%d", seed), func(t *testing.T) {
 			t.Parallel()
 			e := newLCEnv(t, failpoints, env...)
-			m := &pModel{t: t, e: e, r: rand.New(rand.NewPCG(seed, 0x11fe)), ws: map[string]string{}, control: failpoints}
+			m := &pModel{t: t, e: e, r: rand.New(rand.NewPCG(seed, 0x11fe)), ws: map[string]string{}, control: failpoints, ops: map[string]int{}}
 			for name, content := range map[string]string{"a.txt": "a\n", "b.txt": "b\n", "src/main.go": "package main\n"} {
 				m.ws[name] = content
 			}
@@ -572,6 +603,7 @@ func runProperty(t *testing.T, seeds []uint64, steps int, failpoints bool, env [
 			pr.interleavings.Add(1)
 			pr.violations.Add(int64(len(m.bad)))
 			pr.declared.Add(int64(m.declared))
+			pr.addOps(m.ops)
 			for _, v := range m.bad {
 				report(t, "seed %d (replay: WTX_LIFECYCLE_SEED=%d go test ./tests/semantic -run TestLifecycleProperty): %s", seed, seed, v)
 			}
@@ -600,8 +632,8 @@ func TestLifecycleProperty(t *testing.T) {
 	}
 	var pr propertyRun
 	t.Cleanup(func() {
-		t.Logf("lifecycle property: %d interleavings, %d steps, %d violations; %d late writes of uncontained runs lost as declared",
-			pr.interleavings.Load(), pr.steps.Load(), pr.violations.Load(), pr.declared.Load())
+		t.Logf("lifecycle property: %d interleavings, %d steps, %d violations; %d late writes of uncontained runs lost as declared; steps: %v",
+			pr.interleavings.Load(), pr.steps.Load(), pr.violations.Load(), pr.declared.Load(), pr.ops)
 	})
 	runProperty(t, seeds, steps, false, nil, &pr, func(t *testing.T, format string, args ...any) { t.Errorf(format, args...) })
 }
