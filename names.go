@@ -502,3 +502,34 @@ func shellQuote(s string) string {
 	}
 	return b.String()
 }
+
+type findingJSON struct {
+	Kind     FindingKind `json:"kind"`
+	Code     string      `json:"code"`
+	Path     string      `json:"path,omitempty"`
+	PathB64  string      `json:"path_b64,omitempty"`
+	Object   string      `json:"object,omitempty"`
+	Detail   string      `json:"detail"`
+	Repair   string      `json:"repair"`
+	Repaired bool        `json:"repaired,omitempty"`
+}
+
+// MarshalJSON writes the finding with a byte-safe path.
+func (f Finding) MarshalJSON() ([]byte, error) {
+	return json.Marshal(findingJSON{f.Kind, f.Code, jsonname.Text(f.Path), jsonname.B64(f.Path), f.Object, f.Detail, f.Repair, f.Repaired})
+}
+
+type fsckReportJSON struct {
+	StateDir    string      `json:"state_dir"`
+	StateDirB64 string      `json:"state_dir_b64,omitempty"`
+	Findings    []Finding   `json:"findings"`
+	Checked     FsckChecked `json:"checked"`
+	SetAside    string      `json:"set_aside,omitempty"`
+	SetAsideB64 string      `json:"set_aside_b64,omitempty"`
+}
+
+// MarshalJSON writes the report with byte-safe paths.
+func (r FsckReport) MarshalJSON() ([]byte, error) {
+	return json.Marshal(fsckReportJSON{jsonname.Text(r.StateDir), jsonname.B64(r.StateDir), r.Findings, r.Checked,
+		jsonname.Text(r.SetAside), jsonname.B64(r.SetAside)})
+}

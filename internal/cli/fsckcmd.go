@@ -53,9 +53,10 @@ Exit status 0 when the state root is sound (or every finding was repaired),
 				}
 			}
 			if g.json {
-				out := map[string]any{"state_dir": rep.StateDir, "findings": rep.Findings, "checked": rep.Checked}
+				out := map[string]any{"findings": rep.Findings, "checked": rep.Checked}
+				putName(out, "state_dir", rep.StateDir)
 				if rep.SetAside != "" {
-					out["set_aside"] = rep.SetAside
+					putName(out, "set_aside", rep.SetAside)
 				}
 				if left == 0 {
 					return g.emit("fsck", out)
