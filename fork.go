@@ -34,7 +34,9 @@ func (s *Stage) Fork(ctx context.Context, opts ForkOptions) (*Stage, error) {
 		return nil, err
 	}
 	defer release()
-	unlock, err := s.ws.lock(ctx)
+	// A fork writes no blob (the ops it copies name blobs the original's
+	// already keep), so the blob store lock is left to others.
+	unlock, err := s.ws.lockWorkspace(ctx)
 	if err != nil {
 		return nil, err
 	}
