@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"time"
 
 	"github.com/wtx-dev/wtx/internal/failpoint"
@@ -130,7 +131,7 @@ func (w *Workspace) Begin(ctx context.Context, opts BeginOptions) (*Stage, error
 	if _, err := tree.ParseSelectors(opts.Protect); err != nil {
 		return nil, &Error{Code: CodeUsage, Message: "--protect: " + err.Error()}
 	}
-	backend, skipped, err := chooseBackend(ctx, opts.Backend, w.path, w.stateDir)
+	backend, skipped, err := chooseBackend(ctx, opts.Backend, w.path, w.stateDir, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -156,6 +157,29 @@ func (w *Workspace) Begin(ctx context.Context, opts BeginOptions) (*Stage, error
 	view, m, err := backend.Open(ctx, stage.OpenRequest{
 		Workspace: w.path, Dir: dir, Exclude: exclude, Share: share, Progress: opts.Progress,
 	})
+	// A backend that cannot stage this workspace's content (an overlay
+	// without root, and files of a group it cannot map) makes "auto" take
+	// the next one that works, saying why.
+	for tried := map[string]bool{}; err != nil && errors.Is(err, stage.ErrUnfit) && (opts.Backend == "" || opts.Backend == "auto"); {
+		skipped = append(skipped, BackendSkip{Backend: backend.Name(), Reason: err.Error(), Fresh: true})
+		tried[backend.Name()] = true
+		var more []BackendSkip
+		if backend, more, err = chooseBackend(ctx, opts.Backend, w.path, w.stateDir, tried); err != nil {
+			break
+		}
+		for _, sk := range more {
+			if !slices.ContainsFunc(skipped, func(s BackendSkip) bool { return s.Backend == sk.Backend }) {
+				skipped = append(skipped, sk)
+			}
+		}
+		removeStageDir(dir)
+		if err = os.Mkdir(dir, 0o700); err != nil {
+			break
+		}
+		view, m, err = backend.Open(ctx, stage.OpenRequest{
+			Workspace: w.path, Dir: dir, Exclude: exclude, Share: share, Progress: opts.Progress,
+		})
+	}
 	unlock()
 	if err != nil {
 		return nil, stagingError(err)
@@ -207,12 +231,15 @@ func stagingError(err error) error {
 
 // chooseBackend picks the backend for name ("auto" or "" for the first that
 // works here) and says why faster ones were skipped. Probe results are
-// cached per device in the state root.
-func chooseBackend(ctx context.Context, name, workspace, stateDir string) (stage.Backend, []BackendSkip, error) {
+// cached per device in the state root. Backends in tried are passed over.
+func chooseBackend(ctx context.Context, name, workspace, stateDir string, tried map[string]bool) (stage.Backend, []BackendSkip, error) {
 	all := stage.Backends()
 	if name == "" || name == "auto" {
 		var skipped []BackendSkip
 		for _, b := range all {
+			if tried[b.Name()] {
+				continue
+			}
 			if fresh, err := stage.ProbeCached(ctx, b, workspace, stateDir); err != nil {
 				skipped = append(skipped, BackendSkip{Backend: b.Name(), Reason: err.Error(), Fresh: fresh})
 				continue

@@ -62,8 +62,9 @@ func Hit(name string) {
 // "cas" skips the compare-and-swap check of an apply, "store-lock" the blob
 // store lock (gc then sweeps what writers hold unrecorded); "confine-caps",
 // "confine-drop", "confine-userns" and "confine-fds" switch off parts of a
-// staged command's confinement (see internal/stage's confine_linux.go);
-// "busy" ignores the stage busy lock (L-001), "settled" lets drop rewrite an
+// staged command's confinement (see internal/stage's confine_linux.go),
+// "overlay-groups" the overlay's check for groups it cannot map; "busy"
+// ignores the stage busy lock (L-001), "settled" lets drop rewrite an
 // applied stage (L-004).
 func Disabled(protection string) bool {
 	for _, p := range strings.Split(os.Getenv("WTX_DISABLE"), ",") {

@@ -105,7 +105,7 @@ func Start(v View, cmd *exec.Cmd, opts RunOptions) (*Container, error) {
 		// is gone.
 		runtime.LockOSThread()
 		defer runtime.UnlockOSThread()
-		if err := cmd.Start(); err != nil {
+		if err := startHelper(cmd); err != nil {
 			started <- err
 			return
 		}

@@ -98,7 +98,9 @@ func (e execFileOps) run(ctx context.Context, stdin []byte, args ...string) erro
 	if err := e.v.Prepare(cmd, RunOptions{}); err != nil {
 		return err
 	}
-	err = cmd.Run()
+	if err = startHelper(cmd); err == nil {
+		err = cmd.Wait()
+	}
 	if err == nil {
 		return nil
 	}

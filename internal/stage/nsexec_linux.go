@@ -51,6 +51,12 @@ func NamespaceMain(args []string) int {
 		fmt.Fprintf(os.Stderr, "wtx: stage helper: %v\n", err)
 		return 125
 	}
+	// A user namespace whose supplementary groups newgidmap maps is
+	// started without a group map: the caller writes it now.
+	if err := waitGroupMap(); err != nil {
+		fmt.Fprintf(os.Stderr, "wtx: stage helper: %v\n", err)
+		return 125
+	}
 	// Nothing this process inherited beyond 0, 1 and 2 reaches the
 	// command; the descriptors it was given stay open here.
 	if err := markInheritedCloexec(); err != nil {

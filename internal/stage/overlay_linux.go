@@ -68,18 +68,26 @@ func (Overlay) Open(ctx context.Context, req OpenRequest) (View, *tree.Manifest,
 			return nil, nil, err
 		}
 	}
-	// The upper directory is the view's root: it takes the workspace
-	// root's bits when it is copied up.
 	ws, err := fsx.OpenRoot(req.Workspace)
 	if err != nil {
 		return nil, nil, err
 	}
 	defer ws.Close()
+	// The upper directory is the view's root, whose mode and owner the
+	// view shows: they are the workspace root's (the stage directory
+	// around it stays private).
+	if err := likeWorkspaceRoot(ws, filepath.Join(req.Dir, upperName)); err != nil {
+		return nil, nil, err
+	}
 	var (
 		mu      sync.Mutex
 		entries []tree.Entry
 	)
 	checkRead := os.Geteuid() != 0
+	groups := newGroupChecker()
+	if rootSt, err := ws.Lstat("."); err == nil {
+		groups.see(".", rootSt)
+	}
 	skip := func(rel string, st fsx.Stat) bool {
 		mu.Lock()
 		defer mu.Unlock()
@@ -98,6 +106,7 @@ func (Overlay) Open(ctx context.Context, req OpenRequest) (View, *tree.Manifest,
 		return true
 	}
 	werr := parallelWalk(ctx, ws, runtime.GOMAXPROCS(0)*2, skip, func(rel string, d *fsx.Dir, name string, st fsx.Stat) error {
+		groups.see(rel, st)
 		e := entryFromStat(rel, st)
 		e.WS = statTuple(st)
 		switch e.Type {
@@ -126,6 +135,9 @@ func (Overlay) Open(ctx context.Context, req OpenRequest) (View, *tree.Manifest,
 	})
 	if werr != nil {
 		return nil, nil, werr
+	}
+	if err := groups.err(); err != nil {
+		return nil, nil, err
 	}
 	tree.SortEntries(entries)
 	sort.Strings(cfg.ShareAt)
@@ -159,6 +171,42 @@ func (Overlay) Open(ctx context.Context, req OpenRequest) (View, *tree.Manifest,
 		return nil, nil, err
 	}
 	return v, m, nil
+}
+
+// likeWorkspaceRoot gives dir the mode (with the set-group-id and sticky
+// bits) and, as far as the caller may, the owner and group of the
+// workspace's root.
+func likeWorkspaceRoot(ws *fsx.Root, dir string) error {
+	st, err := ws.Lstat(".")
+	if err != nil {
+		return fmt.Errorf("stat the workspace root: %w", err)
+	}
+	uid, gid := int(st.Uid), int(st.Gid)
+	switch {
+	case os.Geteuid() == 0:
+	case uid != os.Geteuid():
+		uid, gid = -1, -1 // another user's workspace: the view root stays the caller's
+	default:
+		uid = -1
+	}
+	if uid != -1 || gid != -1 {
+		if err := unix.Lchown(dir, uid, gid); err != nil && !(os.Geteuid() != 0 && errors.Is(err, unix.EPERM)) {
+			return fmt.Errorf("give the view's root the workspace root's owner: %w", err)
+		}
+	}
+	mode := uint32(st.Mode.Perm())
+	for _, b := range []struct {
+		fm  fs.FileMode
+		bit uint32
+	}{{fs.ModeSetuid, unix.S_ISUID}, {fs.ModeSetgid, unix.S_ISGID}, {fs.ModeSticky, unix.S_ISVTX}} {
+		if st.Mode&b.fm != 0 {
+			mode |= b.bit
+		}
+	}
+	if err := unix.Chmod(dir, mode); err != nil {
+		return fmt.Errorf("give the view's root the workspace root's mode: %w", err)
+	}
+	return nil
 }
 
 // Attach returns the view that Open made in dir.
@@ -297,11 +345,9 @@ func helperCommand(cmd *exec.Cmd, spec *nsSpec) error {
 		// (a read-only file stays read-only to it). The helper gets the
 		// capabilities it needs to mount as ambient capabilities; the
 		// command runs without them.
-		gid := os.Getegid()
 		a.Cloneflags |= syscall.CLONE_NEWUSER
 		a.UidMappings = []syscall.SysProcIDMap{{ContainerID: uid, HostID: uid, Size: 1}}
-		a.GidMappings = []syscall.SysProcIDMap{{ContainerID: gid, HostID: gid, Size: 1}}
-		a.GidMappingsEnableSetgroups = false
+		groupMapAttr(a) // the caller's group, and the others that can be mapped
 		a.AmbientCaps = mountCaps
 	}
 	return nil

@@ -54,7 +54,11 @@ func (Overlay) Probe(ctx context.Context, workspace, stateDir string) error {
 	if err := helperCommand(cmd, spec); err != nil {
 		return err
 	}
-	if err := cmd.Run(); err != nil {
+	err = startHelper(cmd)
+	if err == nil {
+		err = cmd.Wait()
+	}
+	if err != nil {
 		msg := strings.TrimSpace(stderr.String())
 		if msg == "" {
 			msg = err.Error()

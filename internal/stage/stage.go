@@ -34,6 +34,18 @@ func confinementErrorf(format string, args ...any) error {
 	return &confinementError{msg: fmt.Sprintf(format, args...)}
 }
 
+// ErrUnfit is wrapped (with ErrUnsupported) by errors of a backend's Open
+// that cannot stage this workspace's content faithfully, where another
+// backend could: "auto" then takes the next one, saying why.
+var ErrUnfit = errors.New("backend unfit for this workspace")
+
+// unfitError is both ErrUnfit and ErrUnsupported.
+type unfitError struct{ msg string }
+
+func (e *unfitError) Error() string { return e.msg }
+
+func (e *unfitError) Is(target error) bool { return target == ErrUnfit || target == ErrUnsupported }
+
 // OpenRequest is what a backend needs to stage a workspace.
 type OpenRequest struct {
 	// Workspace is the canonical absolute path of the workspace.
