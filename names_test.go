@@ -94,3 +94,36 @@ func TestLiteralSelectorKeepsBytes(t *testing.T) {
 		}
 	}
 }
+
+// Each type that encodes itself byte-safely mirrors its fields in a JSON
+// twin: a field added to the type but not to the twin would vanish from
+// every record and answer. Every JSON field of the type must be in its twin.
+func TestByteSafeTwinsHaveEveryField(t *testing.T) {
+	for _, p := range []struct{ typ, twin any }{
+		{Receipt{}, receiptJSON{}}, {Status{}, statusJSON{}}, {TxOp{}, txOpJSON{}}, {Change{}, changeJSON{}},
+		{Side{}, sideJSON{}}, {Conflict{}, conflictJSON{}}, {FileResult{}, fileResultJSON{}}, {TxFile{}, txFileJSON{}},
+		{opBody{}, opBodyJSON{}}, {opChange{}, opChangeJSON{}}, {entryJSON{}, entryJSONJSON{}}, {stageConfig{}, stageConfigJSON{}},
+		{Op{}, opJSON{}}, {Finding{}, findingJSON{}}, {FsckReport{}, fsckReportJSON{}}, {BatchItemResult{}, batchItemResultJSON{}},
+	} {
+		twin := map[string]bool{}
+		tt := reflect.TypeOf(p.twin)
+		for i := 0; i < tt.NumField(); i++ {
+			twin[jsonName(tt.Field(i))] = true
+		}
+		ty := reflect.TypeOf(p.typ)
+		for i := 0; i < ty.NumField(); i++ {
+			f := ty.Field(i)
+			if n := jsonName(f); f.IsExported() && n != "-" && !twin[n] {
+				t.Errorf("%s.%s (%q) is missing from %s", ty.Name(), f.Name, n, tt.Name())
+			}
+		}
+	}
+}
+
+func jsonName(f reflect.StructField) string {
+	tag, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+	if tag == "" {
+		return f.Name
+	}
+	return tag
+}

@@ -22,3 +22,18 @@ func TestOverlayConfigKeepsNameBytes(t *testing.T) {
 		t.Fatalf("old file: %+v %v", old, err)
 	}
 }
+
+// A field added to overlayConfig must be added to its JSON twin too.
+func TestOverlayConfigTwinHasEveryField(t *testing.T) {
+	twin := map[string]bool{}
+	tt := reflect.TypeOf(overlayConfigJSON{})
+	for i := 0; i < tt.NumField(); i++ {
+		twin[tt.Field(i).Tag.Get("json")] = true
+	}
+	ty := reflect.TypeOf(overlayConfig{})
+	for i := 0; i < ty.NumField(); i++ {
+		if tag := ty.Field(i).Tag.Get("json"); !twin[tag] {
+			t.Errorf("overlayConfig.%s (%q) is missing from overlayConfigJSON", ty.Field(i).Name, tag)
+		}
+	}
+}
