@@ -159,7 +159,7 @@ func TestI004_StateRootReadOnly(t *testing.T) {
 	}
 	e := newStateEnv(t)
 	e.stage("echo b > b.txt")
-	ro := []string{unshare, "-rm", "sh", "-c",
+	ro := []string{unshare, "-rm", "--propagation", "slave", "sh", "-c",
 		`mount --bind "$0" "$0" && mount -o remount,bind,ro "$0" "$0" && exec "$@"`, e.st}
 	for _, args := range [][]string{{"--json", "list"}, {"--json", "status"}, {"--json", "begin"}} {
 		wantCode(t, e.runIn(e.ws, ro, args...), 1, "io.read-only")

@@ -19,10 +19,10 @@ func bindAlias(t *testing.T, ws, alias string) []string {
 	if err != nil {
 		t.Skip("no unshare: cannot make a bind mount here")
 	}
-	if out, err := exec.Command(unshare, "-rm", "sh", "-c", `mount --bind "$0" "$1"`, ws, alias).CombinedOutput(); err != nil {
+	if out, err := exec.Command(unshare, "-rm", "--propagation", "slave", "sh", "-c", `mount --bind "$0" "$1"`, ws, alias).CombinedOutput(); err != nil {
 		t.Skipf("no user and mount namespace for a bind mount here (%v: %s)", err, out)
 	}
-	return []string{unshare, "-rm", "sh", "-c", `mount --bind "$0" "$1" && shift && exec "$@"`, ws, alias}
+	return []string{unshare, "-rm", "--propagation", "slave", "sh", "-c", `mount --bind "$0" "$1" && shift && exec "$@"`, ws, alias}
 }
 
 // listStages returns the ids of the stages wtx list --json shows.
