@@ -131,7 +131,9 @@ func (s *Stage) holdRun(ctx context.Context) (*os.File, error) {
 		}
 		if ctx.Err() != nil || time.Now().After(deadline) {
 			f.Close()
-			return nil, s.busyError("a run", nil)
+			return nil, &Error{Code: CodeStageBusy,
+				Message: fmt.Sprintf("stage %s is being changed by another wtx command (an apply, a drop, a per-file op) that has not finished; the run is refused, nothing was changed", s.ID()),
+				Repairs: []Repair{{Action: "wait", Detail: "wait for that command to finish, then run again"}}}
 		}
 		select {
 		case <-ctx.Done():
