@@ -329,3 +329,34 @@ func TestI001_JSONAnswersCarryExactNames(t *testing.T) {
 		t.Fatalf("run receipt's command_b64 %v does not carry the argv", rc["command_b64"])
 	}
 }
+
+// TestI001_WorkspacePathNotUTF8: a workspace whose own path is not UTF-8
+// stages, runs and applies on every backend that works here (overlay once
+// refused it: its configuration no longer matched the workspace).
+func TestI001_WorkspacePathNotUTF8(t *testing.T) {
+	bin := wtxtest.Binary(t, false)
+	backends := []string{"copy"}
+	if reason := overlayUsable(t, bin); reason == "" {
+		backends = append(backends, "overlay")
+	} else {
+		t.Logf("overlay left out: %s", reason)
+	}
+	for _, b := range backends {
+		t.Run(b, func(t *testing.T) {
+			e := newNameEnv(t, bin)
+			e.ws = filepath.Join(filepath.Dir(e.ws), "w\xff\n")
+			if err := os.Mkdir(e.ws, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			r := e.wtx(nil, "run", "--backend", b, "--json", "--", "sh", "-c", `printf x > "$1"`, "sh", "n\xff")
+			nmOK(t, r, "run")
+			if m := nmMap(t, r.stdout); nmExact(m["receipt"].(map[string]any), "workspace") != e.ws {
+				t.Errorf("the receipt names the workspace %q, want %q", nmExact(m["receipt"].(map[string]any), "workspace"), e.ws)
+			}
+			nmOK(t, e.wtx(nil, "apply", nmString(r.stdout, "tx")), "apply")
+			if got := nmRead(t, filepath.Join(e.ws, "n\xff")); got != "x" {
+				t.Fatalf("n\\xff holds %q", got)
+			}
+		})
+	}
+}
