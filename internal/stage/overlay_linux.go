@@ -223,7 +223,7 @@ func attachOverlay(workspace, dir string) (*overlayView, error) {
 	if err := json.Unmarshal(raw, &v.cfg); err != nil {
 		return nil, fmt.Errorf("read %s: %w", filepath.Join(dir, overlayConfigName), err)
 	}
-	if v.cfg.Workspace != workspace {
+	if v.cfg.Workspace != workspace && !sameDir(v.cfg.Workspace, workspace) {
 		return nil, fmt.Errorf("overlay stage %s belongs to %s, not %s", dir, v.cfg.Workspace, workspace)
 	}
 	sels, err := tree.ParseSelectors(append(append([]string(nil), v.cfg.Exclude...), v.cfg.Share...))
@@ -587,4 +587,17 @@ func (v *overlayView) Remove(ctx context.Context) error {
 		return nil
 	})
 	return os.RemoveAll(work)
+}
+
+// sameDir reports whether a and b are one directory reached two ways (a
+// bind mount, a symbolic link): a stage opened through one of them is the
+// workspace's stage through the other too. Its view is still mounted over
+// the path the stage was opened through.
+func sameDir(a, b string) bool {
+	fa, err := os.Stat(a)
+	if err != nil {
+		return false
+	}
+	fb, err := os.Stat(b)
+	return err == nil && fa.IsDir() && os.SameFile(fa, fb)
 }

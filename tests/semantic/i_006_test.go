@@ -145,3 +145,60 @@ func TestI006_Symlink(t *testing.T) {
 		t.Errorf("through a symlink: same stages %v, recovered %v", same, recovered)
 	}
 }
+
+// TestI006_BindMountOverlay checks I-006 for a stage on the overlay
+// backend: opened through the workspace's own path, it is shown, diffed
+// and applied through a bind mount of the workspace as through the path it
+// was opened by. The negative control (identity by path only) must fail it.
+func TestI006_BindMountOverlay(t *testing.T) {
+	for _, disable := range []bool{false, true} {
+		name := "identity"
+		if disable {
+			name = "negative-control"
+		}
+		t.Run(name, func(t *testing.T) {
+			e := newStateEnv(t)
+			fp := *e
+			fp.bin = wtxtest.Binary(t, true)
+			if disable {
+				fp.env = []string{"WTX_DISABLE=identity"}
+			}
+			r := fp.runIn(e.ws, nil, "--json", "run", "--backend", "overlay", "--", "sh", "-c", "echo new > a.txt; echo b > b.txt")
+			var out struct {
+				Tx string `json:"tx"`
+			}
+			if r.code != 0 || json.Unmarshal([]byte(r.stdout), &out) != nil || out.Tx == "" {
+				t.Skipf("no overlay stage here: %v", r)
+			}
+			alias := filepath.Join(filepath.Dir(e.ws), "alias")
+			if err := os.Mkdir(alias, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			prefix := bindAlias(t, e.ws, alias)
+			var failed []string
+			if r := fp.runIn(alias, prefix, "status", out.Tx); r.code != 0 {
+				failed = append(failed, "status: "+r.stderr)
+			}
+			if r := fp.runIn(alias, prefix, "diff", out.Tx); r.code != 0 {
+				failed = append(failed, "diff: "+r.stderr)
+			}
+			if r := fp.runIn(alias, prefix, "apply", out.Tx); r.code != 0 {
+				failed = append(failed, "apply: "+r.stderr)
+			}
+			b, _ := os.ReadFile(filepath.Join(e.ws, "a.txt"))
+			applied := string(b) == "new\n"
+			if disable {
+				if len(failed) == 0 || applied {
+					t.Fatal("negative control: with identity by path only the overlay stage was still the bind mount's: the test cannot fail")
+				}
+				return
+			}
+			for _, f := range failed {
+				t.Errorf("through a bind mount of the workspace, %s", f)
+			}
+			if !applied {
+				t.Errorf("a.txt after an apply through the bind mount: %q, want %q", b, "new\n")
+			}
+		})
+	}
+}
