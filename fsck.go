@@ -381,7 +381,7 @@ func (fk *fsck) records(db *state.DB) {
 				var b opBody
 				if err := json.Unmarshal(o.Body, &b); err != nil {
 					fk.add(Finding{Kind: FindDBCorrupt, Code: CodeCorrupt, Path: db.Path(), Object: o.ID,
-						Detail: fmt.Sprintf("op %s of %s: its record does not decode (%v): it cannot be shown or undone", o.ID, ws.Path, err), Repair: "restore the database from a backup"})
+						Detail: fmt.Sprintf("op %s of %s: its record does not decode (%v): it cannot be shown or undone", o.ID, quotedName(ws.Path), err), Repair: "restore the database from a backup"})
 					continue
 				}
 				for _, c := range b.Changes {
@@ -434,7 +434,7 @@ func (fk *fsck) stage(db *state.DB, ws state.Workspace, s state.Stage) {
 		m, err := tree.Decode(data)
 		if err != nil {
 			fk.add(Finding{Kind: FindManifestCorrupt, Code: CodeCorrupt, Path: manifestPath(dir), Object: s.ID,
-				Detail: fmt.Sprintf("stage %s (%s) of %s: its base manifest does not decode (%v): its change set cannot be computed", s.ID, s.State, ws.Path, err),
+				Detail: fmt.Sprintf("stage %s (%s) of %s: its base manifest does not decode (%v): its change set cannot be computed", s.ID, s.State, quotedName(ws.Path), err),
 				Repair: fmt.Sprintf("wtx -C %s drop %s (the staged changes are lost)", shellQuote(ws.Path), s.ID)})
 			break
 		}
@@ -445,7 +445,7 @@ func (fk *fsck) stage(db *state.DB, ws state.Workspace, s state.Stage) {
 		}
 	case s.State == StateOpen:
 		fk.add(Finding{Kind: FindStageDirMissing, Code: CodeStateLost, Path: dir, Object: s.ID,
-			Detail: fmt.Sprintf("open stage %s of %s: its directory or base manifest is gone (%v): its staged changes are lost", s.ID, ws.Path, err),
+			Detail: fmt.Sprintf("open stage %s of %s: its directory or base manifest is gone (%v): its staged changes are lost", s.ID, quotedName(ws.Path), err),
 			Repair: fmt.Sprintf("wtx -C %s drop %s", shellQuote(ws.Path), s.ID)})
 	}
 	if txops, err := db.ListTxOps(fk.ctx, s.ID); err == nil {
@@ -495,7 +495,7 @@ func (fk *fsck) journals(db *state.DB) {
 				detail := fmt.Sprintf("the journal of %s is damaged or missing (%v)", op, err)
 				if wsPath != "" {
 					if temps := findTemps(wsPath, 5); len(temps) > 0 {
-						detail += fmt.Sprintf("; the workspace %s holds wtx's temporary files (%s): the apply was interrupted after it touched the workspace", wsPath, strings.Join(temps, ", "))
+						detail += fmt.Sprintf("; the workspace %s holds wtx's temporary files (%s): the apply was interrupted after it touched the workspace", quotedName(wsPath), strings.Join(quotedNames(temps), ", "))
 					}
 				}
 				fk.add(Finding{Kind: FindJournalCorrupt, Code: CodeCorrupt, Path: p, Object: op, Detail: detail,
@@ -510,7 +510,7 @@ func (fk *fsck) journals(db *state.DB) {
 				}
 			}
 			fk.add(Finding{Kind: FindJournalPending, Code: CodeInterruptedApply, Path: p, Object: op,
-				Detail: fmt.Sprintf("an apply to %s was interrupted and waits for recovery", j.Workspace),
+				Detail: fmt.Sprintf("an apply to %s was interrupted and waits for recovery", quotedName(j.Workspace)),
 				Repair: recover})
 		}
 	}
@@ -588,6 +588,14 @@ func whoNeeds(refs []string) string {
 
 // quotedName writes a name as listings do.
 func quotedName(name string) string { return quote.Path(name) }
+
+func quotedNames(names []string) []string {
+	out := make([]string, len(names))
+	for i, n := range names {
+		out[i] = quote.Path(n)
+	}
+	return out
+}
 
 // digestsIn returns every "sha256:…" string in a JSON record.
 func digestsIn(raw json.RawMessage) []string {

@@ -144,7 +144,7 @@ func (w *Workspace) damagedJournal(op string, loadErr error) error {
 	}
 	return &Error{Code: CodeInterruptedApply,
 		Message: fmt.Sprintf("an apply (%s) was interrupted after it touched the workspace %s, and its journal is damaged (%v): %s. wtx cannot tell what it changed, keeps the journal (%s) and refuses to act on this workspace until it is put right",
-			op, w.path, loadErr, strings.Join(evidence, "; "), filepath.Join(w.journalDir(), op)),
+			op, quote.Path(w.path), loadErr, strings.Join(evidence, "; "), filepath.Join(w.journalDir(), op)),
 		Repairs: []Repair{
 			{Action: "inspect", Detail: "each " + tempPrefix + "* file holds the old or the new content of the file whose name follows it in its directory; put every such path back as it should be and remove the temporary files"},
 			{Action: "set-aside", Detail: "then set the damaged journal aside (it is kept in lost+found in the state root)", Command: "wtx recover --set-aside " + op},
