@@ -135,7 +135,7 @@ func gcStress(t *testing.T, env []string, cycles int, stop bool) gcOutcome {
 				fail("gc in A: exit %d: %s", r.code, r.stderr)
 			}
 			atomic.AddInt64(&o.gcRuns, 1)
-			time.Sleep(5 * time.Millisecond) // B's commands get the lock in between
+			time.Sleep(20 * time.Millisecond) // B's commands get the lock in between
 		}
 	}()
 
