@@ -234,6 +234,12 @@ func (c *nameCase) play() {
 		return
 	}
 	op := nmString(r.stdout, "op_id")
+	if rs, ok := c.ok("show", nil, "show", op, "--json"); ok {
+		want := sorted([]string{a, filepath.Join(dir, b), del, link, nfc})
+		if got, _ := nmChanged(rs.stdout); !slices.Equal(got, want) {
+			c.violate("show --json names %q, want %q", got, want)
+		}
+	}
 	wasA, wasDel := c.files[a], c.files[del]
 	c.refWrite(a, ca)
 	c.refWrite(filepath.Join(dir, b), cb)
@@ -276,6 +282,13 @@ func (c *nameCase) play() {
 	if _, ok := c.ok("write", []byte(cw), "write", "--tx", tx, "--", w); !ok {
 		return
 	}
+	if r, ok := c.ok("read", nil, "read", "--tx", tx, "--json", "--", w); ok {
+		var m map[string]any
+		json.Unmarshal([]byte(r.stdout), &m)
+		if got, gotPath := nmExact(m, "content"), nmExact(m, "path"); got != cw || gotPath != w {
+			c.violate("read --json gave %q at %q, want %q at %q", got, gotPath, cw, w)
+		}
+	}
 	if _, ok := c.ok("edit", nil, "edit", "--tx", tx, "--old="+old, "--new="+nw, "--", ed); !ok {
 		return
 	}
@@ -285,7 +298,7 @@ func (c *nameCase) play() {
 	if _, ok := c.ok("write again", []byte("x"), "write", "--tx", tx, "--", ed); !ok {
 		return
 	}
-	r, ok = c.ok("drop-op", nil, "drop-op", tx, "3", "--json")
+	r, ok = c.ok("drop-op", nil, "drop-op", tx, "4", "--json") // ops: write, read, edit, rm, write
 	if !ok {
 		return
 	}
