@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 
@@ -51,6 +52,17 @@ func (j batchItemJSON) item() (BatchItem, error) {
 			return "", fmt.Errorf("%s: not standard base64: %v", field, err)
 		}
 		return string(b), nil
+	}
+	// A field given both ways is ambiguous: which bytes were meant?
+	switch {
+	case j.Path != "" && j.PathB64 != "":
+		return it, errors.New("give path or path_b64, not both")
+	case j.Content != nil && j.ContentB64 != nil:
+		return it, errors.New("give content or content_b64, not both")
+	case j.Old != "" && j.OldB64 != "":
+		return it, errors.New("give old or old_b64, not both")
+	case j.New != nil && j.NewB64 != nil:
+		return it, errors.New("give new or new_b64, not both")
 	}
 	var err error
 	if j.PathB64 != "" {

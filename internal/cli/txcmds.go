@@ -302,8 +302,8 @@ func newBatchCommand(g *globals) *cobra.Command {
 
 ("expect_hash" may guard any of them). Names are bytes: a path or text that is
 not valid UTF-8 goes in "path_b64", "content_b64", "old_b64" or "new_b64"
-(standard base64) instead; a JSON string that is not valid UTF-8 is refused
-(usage.invalid), never substituted. All run in one new stage, which is then
+(standard base64) instead; a JSON string that is not valid UTF-8, or a field
+given both ways, is refused (usage.invalid), never substituted. All run in one new stage, which is then
 applied: either every command lands or none does. On a failure the answer is the
 first failure's error code, and the workspace is untouched. Paths are checked
 before the stage opens: one under --exclude (refusal.boundary) or starting with
