@@ -11,6 +11,7 @@ import (
 	tea "charm.land/bubbletea/v2"
 
 	"github.com/wtx-dev/wtx"
+	"github.com/wtx-dev/wtx/internal/quote"
 )
 
 // reviewFixture opens a workspace with a.txt (30 lines), b.txt and
@@ -257,6 +258,47 @@ func TestDiffPager(t *testing.T) {
 		}
 		if got := strings.Contains(out.String(), "paged:diff --git"); got != tt.paged {
 			t.Errorf("%v: paged = %v, want %v:\n%s", tt.args, got, tt.paged, out.String())
+		}
+	}
+}
+
+// TestI007ReviewQuotesNames: the review's file list shows names as git
+// quotes them (no escape sequence or newline of a name reaches the
+// screen), and applying the selection writes the exact bytes.
+func TestI007ReviewQuotesNames(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	ws := filepath.Join(dir, "ws")
+	os.Mkdir(ws, 0o755)
+	w, err := wtx.Open(ctx, ws, wtx.Options{StateDir: filepath.Join(dir, "state")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { w.Close() })
+	st, err := w.Begin(ctx, wtx.BeginOptions{Backend: "copy"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	names := []string{"esc\x1b[2Kfake", "new\nline", "bad\xff"}
+	for _, n := range names {
+		if _, err := st.Write(ctx, n, []byte("x\n"), wtx.WriteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	m := startReview(t, st)
+	s := screen(m)
+	for _, n := range names {
+		if !strings.Contains(s, quote.Path(n)) {
+			t.Errorf("the review does not show %q as %s:\n%s", n, quote.Path(n), s)
+		}
+	}
+	if strings.ContainsAny(s, "\x1b\xff") || strings.Contains(s, "new\nline") {
+		t.Errorf("a raw name reached the screen:\n%q", s)
+	}
+	drive(t, m, "A", "y")
+	for _, n := range names {
+		if got := read(t, ws, n); got != "x\n" {
+			t.Errorf("after the review's apply %q holds %q", n, got)
 		}
 	}
 }
