@@ -55,6 +55,7 @@ root of a private user namespace: files it creates belong to you.`,
 				return g.emit("shell", map[string]any{
 					"tx": st.ID(), "exit_code": res.ExitCode, "backend": st.Backend(),
 					"changes": res.Changes.Changes, "counts": res.Changes.Counts, "changeset_digest": res.Changes.Digest,
+					"containment": res.Containment, "stopped": stoppedJSON(res.Stopped),
 				})
 			}
 			printRunSummary(g, st, res)
