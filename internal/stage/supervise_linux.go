@@ -351,8 +351,8 @@ func (sv *supervisor) signalAll(sig unix.Signal) {
 	}
 }
 
-// descendants lists the processes below this one, from /proc, ordered by
-// pid.
+// descendants lists the live processes below this one, from /proc,
+// ordered by pid.
 func descendants() []Proc {
 	self, err := os.Readlink("/proc/self")
 	if err != nil {
@@ -370,6 +370,7 @@ func descendants() []Proc {
 	d.Close()
 	children := map[int][]int{}
 	comm := map[int]string{}
+	zombie := map[int]bool{} // ended, not reaped yet: nothing to stop
 	for _, n := range names {
 		pid, err := strconv.Atoi(n)
 		if err != nil {
@@ -394,6 +395,9 @@ func descendants() []Proc {
 		}
 		children[ppid] = append(children[ppid], pid)
 		comm[pid] = string(raw[open+1 : close])
+		if fields[0] == "Z" {
+			zombie[pid] = true
+		}
 	}
 	var out []Proc
 	queue := []int{me}
@@ -401,7 +405,9 @@ func descendants() []Proc {
 		p := queue[0]
 		queue = queue[1:]
 		for _, c := range children[p] {
-			out = append(out, Proc{PID: c, Comm: comm[c]})
+			if !zombie[c] {
+				out = append(out, Proc{PID: c, Comm: comm[c]})
+			}
 			queue = append(queue, c)
 		}
 	}
