@@ -45,8 +45,9 @@ named with --tx stays open either way.
 
 Every process CMD starts is stopped with it: when CMD exits, what it left
 running gets SIGTERM, then SIGKILL two seconds later, before the stage is
-scanned (with --wait, wtx waits for them instead), and the summary names
-them. If wtx itself is killed, they are killed too.
+scanned, and the summary names them. With --wait, wtx waits for them
+instead (an interrupt, Ctrl-C or SIGTERM, then stops them). If wtx itself is
+killed, they are killed too.
 
 With --apply-on-success, exit status 0 applies the whole change set (every
 check of 'wtx apply' still runs) and any other status drops the stage. When

@@ -191,6 +191,10 @@ func supervise(s *nsSpec) int {
 			case ctlSignal:
 				if !sv.cmdDone {
 					_ = unix.Kill(sv.cmdPid, syscall.Signal(m[1])) // it may have just exited
+				} else if s.Wait && m[1] != byte(unix.SIGWINCH) {
+					// Waiting for the leftovers, the caller was told to
+					// end (Ctrl-C, SIGTERM): it stops waiting.
+					stopAll()
 				}
 			case ctlStop:
 				stopAll()
