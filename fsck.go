@@ -137,6 +137,9 @@ func Fsck(ctx context.Context, stateDir string, opts FsckOptions) (*FsckReport, 
 	if db != nil {
 		defer db.Close()
 	}
+	if fk.err != nil {
+		return nil, fk.err
+	}
 	fk.records(db)
 	fk.journals(db)
 	fk.objects()
@@ -156,6 +159,8 @@ type fsck struct {
 	required map[string]bool
 	// wsPaths maps workspace ids to their paths.
 	wsPaths map[string]string
+	// err ends the check early (a repair asked for what is not there).
+	err error
 }
 
 func (fk *fsck) add(f Finding) { fk.rep.Findings = append(fk.rep.Findings, f) }
@@ -255,7 +260,7 @@ func (fk *fsck) database() *state.DB {
 	case errors.Is(err, fs.ErrNotExist):
 		if !l.any() {
 			if fk.opts.Reinit {
-				fk.add(Finding{Kind: FindDBMissing, Code: CodeStateLost, Path: p, Detail: "no database and nothing that needed one", Repair: "none needed", Repaired: true})
+				fk.err = errorf(CodeUsage, "the state root %s holds no database and nothing that needed one: there is nothing to reinitialise", fk.dir)
 			}
 			return nil // a state root never used
 		}
@@ -296,7 +301,7 @@ func (fk *fsck) database() *state.DB {
 	}
 	if bad == nil {
 		if fk.opts.Reinit {
-			fk.add(Finding{Kind: FindDBCorrupt, Code: CodeUsage, Path: p, Detail: "the database is sound: --reinit replaces only a missing or damaged one", Repair: "none needed"})
+			fk.err = errorf(CodeUsage, "the database %s is sound: --reinit replaces only a missing or damaged one", p)
 		}
 		return db
 	}
