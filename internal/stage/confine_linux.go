@@ -100,6 +100,14 @@ func confineAttr(s *nsSpec, a *syscall.SysProcAttr) error {
 	if !s.View || confineDisabled(s, disableConfineUserNS) {
 		return nil
 	}
+	if err := nestAttr(a); err != nil {
+		// The command is not started: its caller hears why.
+		return &ExecError{Confinement: true, Message: "stage: " + err.Error()}
+	}
+	return nil
+}
+
+func nestAttr(a *syscall.SysProcAttr) error {
 	// The id maps are written through /proc/PID of the new process, PID
 	// as this PID namespace numbers it: /proc must be this namespace's.
 	if self, err := os.Readlink("/proc/self"); err != nil || self != strconv.Itoa(os.Getpid()) {

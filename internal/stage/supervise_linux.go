@@ -297,6 +297,11 @@ func (sv *supervisor) start() error {
 	})
 	w.Close()
 	if err != nil {
+		if attr.Cloneflags&syscall.CLONE_NEWUSER != 0 {
+			// The nested user namespace that confines the command
+			// cannot be made (see confineAttr).
+			return &ExecError{Confinement: true, Message: "stage: confinement: start the command in a nested user namespace: " + err.Error()}
+		}
 		return fmt.Errorf("start the command: %w", err)
 	}
 	sv.cmdPid = pid
