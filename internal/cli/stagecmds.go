@@ -334,12 +334,19 @@ changes nothing.`,
 				if len(stages) == 1 {
 					return failed[0]
 				}
-				for _, e := range failed[:len(failed)-1] {
-					if !g.json {
-						g.reportError(e)
-					}
+				last := failed[len(failed)-1]
+				if g.json {
+					// The refusal, and which stages were dropped all the same.
+					code := last.ExitCode()
+					env := errorEnvelope("drop", last, code)
+					env["stages"] = orEmpty(done)
+					g.exitCode = &code
+					return writeJSON(g.io.Out, env)
 				}
-				return failed[len(failed)-1]
+				for _, e := range failed[:len(failed)-1] {
+					g.reportError(e)
+				}
+				return last
 			}
 			if g.json {
 				fields := map[string]any{"stages": orEmpty(done)}
