@@ -141,7 +141,7 @@ func Fsck(ctx context.Context, stateDir string, opts FsckOptions) (*FsckReport, 
 		return nil, fk.err
 	}
 	fk.records(db)
-	fk.journals(db)
+	fk.journals()
 	fk.objects()
 	return fk.rep, nil
 }
@@ -470,7 +470,7 @@ func (fk *fsck) stage(db *state.DB, ws state.Workspace, s state.Stage) {
 }
 
 // journals checks every workspace's journals.
-func (fk *fsck) journals(db *state.DB) {
+func (fk *fsck) journals() {
 	root := filepath.Join(fk.dir, workspaceDirs)
 	wss, err := os.ReadDir(root)
 	if err != nil {
@@ -478,48 +478,74 @@ func (fk *fsck) journals(db *state.DB) {
 	}
 	for _, w := range wss {
 		jdir := filepath.Join(root, w.Name(), "journal")
+		// A workspace whose lock another wtx holds may be in the middle of
+		// an apply: its journal is not a finding.
+		release, busy := tryWorkspaceLock(filepath.Join(root, w.Name(), "lock"))
+		if busy {
+			continue
+		}
 		ops, err := journal.Pending(jdir)
 		if err != nil {
+			release()
 			fk.add(Finding{Kind: FindJournalCorrupt, Code: CodeIO, Path: jdir, Detail: "cannot be listed: " + err.Error(), Repair: "make it readable by its owner"})
 			continue
 		}
-		wsPath := fk.wsPaths[w.Name()]
-		for _, op := range ops {
-			fk.rep.Checked.Journals++
-			p := filepath.Join(jdir, op)
-			j, _, err := journal.Load(jdir, op)
-			wtxIn := "wtx"
-			if wsPath != "" {
-				wtxIn = "wtx -C " + shellQuote(wsPath)
-			}
-			recover := wtxIn + " recover"
-			if wsPath == "" {
-				recover += " (in the workspace)"
-			}
-			if err != nil {
-				detail := fmt.Sprintf("the journal of %s is damaged or missing (%v)", op, err)
-				if wsPath != "" {
-					if temps := findTemps(wsPath, 5); len(temps) > 0 {
-						detail += fmt.Sprintf("; the workspace %s holds wtx's temporary files (%s): the apply was interrupted after it touched the workspace", quotedName(wsPath), strings.Join(quotedNames(temps), ", "))
-					}
-				}
-				fk.add(Finding{Kind: FindJournalCorrupt, Code: CodeCorrupt, Path: p, Object: op, Detail: detail,
-					Repair: "put the workspace right by hand (wtx's temporary files there hold old or new contents), then " + wtxIn + " recover --set-aside " + op})
-				continue
-			}
-			for _, r := range j.Records {
-				for _, e := range []*tree.Entry{r.Step.Old, r.Step.New} {
-					if e != nil && e.Type == tree.File && e.Digest != "" {
-						fk.need(e.Digest, "journal "+op+" ("+quotedName(r.Step.Path)+", for its recovery)")
-					}
-				}
-			}
-			fk.add(Finding{Kind: FindJournalPending, Code: CodeInterruptedApply, Path: p, Object: op,
-				Detail: fmt.Sprintf("an apply to %s was interrupted and waits for recovery", quotedName(j.Workspace)),
-				Repair: recover})
-		}
+		fk.journalsOf(w.Name(), jdir, ops)
+		release()
 	}
-	_ = db // journals are checked without the database
+}
+
+// journalsOf checks the pending journals ops of the workspace id.
+func (fk *fsck) journalsOf(id, jdir string, ops []string) {
+	wsPath := fk.wsPaths[id]
+	for _, op := range ops {
+		fk.rep.Checked.Journals++
+		p := filepath.Join(jdir, op)
+		j, _, err := journal.Load(jdir, op)
+		wtxIn := "wtx"
+		if wsPath != "" {
+			wtxIn = "wtx -C " + shellQuote(wsPath)
+		}
+		recover := wtxIn + " recover"
+		if wsPath == "" {
+			recover += " (in the workspace)"
+		}
+		if err != nil {
+			detail := fmt.Sprintf("the journal of %s is damaged or missing (%v)", op, err)
+			if wsPath != "" {
+				if temps := findTemps(wsPath, 5); len(temps) > 0 {
+					detail += fmt.Sprintf("; the workspace %s holds wtx's temporary files (%s): the apply was interrupted after it touched the workspace", quotedName(wsPath), strings.Join(quotedNames(temps), ", "))
+				}
+			}
+			fk.add(Finding{Kind: FindJournalCorrupt, Code: CodeCorrupt, Path: p, Object: op, Detail: detail,
+				Repair: "put the workspace right by hand (wtx's temporary files there hold old or new contents), then " + wtxIn + " recover --set-aside " + op})
+			continue
+		}
+		for _, r := range j.Records {
+			for _, e := range []*tree.Entry{r.Step.Old, r.Step.New} {
+				if e != nil && e.Type == tree.File && e.Digest != "" {
+					fk.need(e.Digest, "journal "+op+" ("+quotedName(r.Step.Path)+", for its recovery)")
+				}
+			}
+		}
+		fk.add(Finding{Kind: FindJournalPending, Code: CodeInterruptedApply, Path: p, Object: op,
+			Detail: fmt.Sprintf("an apply to %s was interrupted and waits for recovery", quotedName(j.Workspace)),
+			Repair: recover})
+	}
+}
+
+// tryWorkspaceLock takes the workspace lock file p shared without waiting.
+// busy reports another wtx holds it; release lets it go.
+func tryWorkspaceLock(p string) (release func(), busy bool) {
+	f, err := os.Open(p)
+	if err != nil {
+		return func() {}, false // no lock file: no wtx has worked here
+	}
+	if err := unix.Flock(int(f.Fd()), unix.LOCK_SH|unix.LOCK_NB); err != nil {
+		f.Close()
+		return func() {}, errors.Is(err, unix.EWOULDBLOCK)
+	}
+	return func() { f.Close() }, false
 }
 
 // objects checks that every needed object is stored and that every stored
