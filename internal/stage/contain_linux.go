@@ -81,10 +81,10 @@ func Start(v View, cmd *exec.Cmd, opts RunOptions) (*Container, error) {
 		cmd.ExtraFiles = append(cmd.ExtraFiles, opts.Hold)
 		spec.HoldFD = 5
 	}
-	if err := helperCommand(cmd, spec); err != nil {
-		return nil, err
-	}
 	c := &Container{cmd: cmd, control: controlW, done: make(chan struct{}), reportCh: make(chan []byte, 1), grace: grace}
+	if cmd.SysProcAttr == nil {
+		cmd.SysProcAttr = &syscall.SysProcAttr{}
+	}
 	switch {
 	case containmentDisabled():
 		c.want = ContainNone
@@ -95,8 +95,16 @@ func Start(v View, cmd *exec.Cmd, opts RunOptions) (*Container, error) {
 	default:
 		// A subreaper killed would leave its adopted processes to init:
 		// it notices its caller's death on the control pipe instead, and
-		// kills them first.
+		// kills them first. It keeps a process group of its own, so that
+		// a kill of the caller's whole group (a closed terminal, a
+		// timeout) does not reach it; the command joins the caller's
+		// group, the terminal's foreground one.
 		c.want = ContainSubreaper
+		cmd.SysProcAttr.Setpgid = true
+		spec.CmdPgid = syscall.Getpgrp()
+	}
+	if err := helperCommand(cmd, spec); err != nil {
+		return nil, err
 	}
 	started := make(chan error, 1)
 	go func() {

@@ -53,6 +53,10 @@ type nsSpec struct {
 	// pipe the supervisor reports on, the pipe its caller controls it with
 	// (closed when the caller dies), and the stage's busy lock.
 	ReportFD, ControlFD, HoldFD int
+	// CmdPgid, when set, is the process group the command joins (its
+	// caller's, the terminal's foreground group) while the supervisor keeps
+	// a group of its own, out of reach of a kill of the caller's group.
+	CmdPgid int
 	Cwd                         string
 	Path                        string
 	Args                        []string
@@ -100,7 +104,7 @@ func (s *nsSpec) encode() string {
 	for _, v := range []bool{s.ReadOnly, s.NoNetwork, s.PIDNS, s.Wait, s.Probe} {
 		b = appendBool(b, v)
 	}
-	for _, v := range []int64{s.GraceMillis, int64(s.ReportFD), int64(s.ControlFD), int64(s.HoldFD)} {
+	for _, v := range []int64{s.GraceMillis, int64(s.ReportFD), int64(s.ControlFD), int64(s.HoldFD), int64(s.CmdPgid)} {
 		b = appendUvarint(b, uint64(v))
 	}
 	b = binenc.AppendString(b, s.Cwd)
@@ -144,6 +148,7 @@ func decodeSpec(arg string) (*nsSpec, error) {
 	}
 	s.GraceMillis = int64(d.Uvarint())
 	s.ReportFD, s.ControlFD, s.HoldFD = int(d.Uvarint()), int(d.Uvarint()), int(d.Uvarint())
+	s.CmdPgid = int(d.Uvarint())
 	s.Cwd, s.Path = d.String(), d.String()
 	s.Args = strs()
 	if d.Err() == nil && d.Len() != 0 {

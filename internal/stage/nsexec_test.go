@@ -11,7 +11,7 @@ func TestSpecKeepsBytes(t *testing.T) {
 	odd := "w\xff\xfe s,:\\\n\x01é"
 	s := &nsSpec{View: true, Workspace: "/" + odd, Lower: "/l" + odd, Upper: "/u", Work: "/w", Merged: "/m", Hidden: "/h",
 		UserXattr: true, Share: []string{odd}, HideDirs: []string{odd, "b"}, HideFiles: []string{"\xff"},
-		ReadOnly: true, PIDNS: true, Wait: true, GraceMillis: 2000, ReportFD: 3, ControlFD: 4, HoldFD: 5,
+		ReadOnly: true, PIDNS: true, Wait: true, GraceMillis: 2000, ReportFD: 3, ControlFD: 4, HoldFD: 5, CmdPgid: 77,
 		Cwd: "/" + odd, Path: "./" + odd, Args: []string{odd, "", "\xff"}}
 	got, err := decodeSpec(s.encode())
 	if err != nil {

@@ -283,6 +283,9 @@ func (sv *supervisor) start() error {
 	}
 	defer r.Close()
 	attr := &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if sv.spec.CmdPgid > 0 {
+		attr.Setpgid, attr.Pgid = true, sv.spec.CmdPgid
+	}
 	for _, h := range cmdHooks {
 		if err := h(sv.spec, attr); err != nil {
 			w.Close()

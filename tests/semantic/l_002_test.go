@@ -194,46 +194,58 @@ func TestL002_LeftoversStopped(t *testing.T) {
 }
 
 // TestL002_KilledRunTakesAll checks L-002 when wtx run itself is killed
-// (SIGKILL) while the command runs: the command and everything it started
+// (SIGKILL) while the command runs, alone or with its whole process group
+// (a closed terminal, a timeout): the command and everything it started
 // die with it, and nothing writes into the stage afterwards.
 func TestL002_KilledRunTakesAll(t *testing.T) {
 	bin := wtxtest.Binary(t, false)
 	for _, backend := range l002Backends {
-		t.Run(backend, func(t *testing.T) {
-			t.Parallel()
-			ws, state := l002Env(t, bin, backend)
-			marker := fmt.Sprintf("wtx-l002-%d-kill-%s", os.Getpid(), backend)
-			t.Cleanup(func() { l002Kill(marker) })
-			cmd := exec.Command(bin, append([]string{"-C", ws, "run", "--backend", backend, "--"}, l002Script(marker, "exec sleep 1000")...)...)
-			cmd.Env = append(os.Environ(), "WTX_STATE_DIR="+state)
-			if err := cmd.Start(); err != nil {
-				t.Fatal(err)
+		for _, group := range []bool{false, true} {
+			name := backend + "/wtx"
+			if group {
+				name = backend + "/group"
 			}
-			start := time.Now()
-			for len(slices.DeleteFunc(l002Procs(marker), func(pid int) bool { return pid == cmd.Process.Pid })) < 2 {
-				if time.Since(start) > 10*time.Second {
-					cmd.Process.Kill()
-					cmd.Wait()
-					t.Fatalf("the command's processes never showed up (found %v)", l002Procs(marker))
+			t.Run(name, func(t *testing.T) {
+				t.Parallel()
+				ws, state := l002Env(t, bin, backend)
+				marker := fmt.Sprintf("wtx-l002-%d-kill-%s-%v", os.Getpid(), backend, group)
+				t.Cleanup(func() { l002Kill(marker) })
+				cmd := exec.Command(bin, append([]string{"-C", ws, "run", "--backend", backend, "--"}, l002Script(marker, "exec sleep 1000")...)...)
+				cmd.Env = append(os.Environ(), "WTX_STATE_DIR="+state)
+				cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+				if err := cmd.Start(); err != nil {
+					t.Fatal(err)
 				}
-				time.Sleep(20 * time.Millisecond)
-			}
-			if err := cmd.Process.Kill(); err != nil {
-				t.Fatal(err)
-			}
-			_ = cmd.Wait() // killed: the error says so
-			deadline := time.Now().Add(2 * time.Second)
-			for len(l002Procs(marker)) > 0 && time.Now().Before(deadline) {
-				time.Sleep(20 * time.Millisecond)
-			}
-			if left := l002Procs(marker); len(left) > 0 {
-				t.Fatalf("processes the command started outlive a killed wtx run: %v", left)
-			}
-			time.Sleep(time.Until(start.Add(1500 * time.Millisecond)))
-			if late := l002Late(ws, state); len(late) > 0 {
-				t.Errorf("a process wrote after wtx run was killed: %v", late)
-			}
-		})
+				start := time.Now()
+				for len(slices.DeleteFunc(l002Procs(marker), func(pid int) bool { return pid == cmd.Process.Pid })) < 2 {
+					if time.Since(start) > 10*time.Second {
+						syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+						cmd.Wait()
+						t.Fatalf("the command's processes never showed up (found %v)", l002Procs(marker))
+					}
+					time.Sleep(20 * time.Millisecond)
+				}
+				target := cmd.Process.Pid
+				if group {
+					target = -target
+				}
+				if err := syscall.Kill(target, syscall.SIGKILL); err != nil {
+					t.Fatal(err)
+				}
+				_ = cmd.Wait() // killed: the error says so
+				deadline := time.Now().Add(2 * time.Second)
+				for len(l002Procs(marker)) > 0 && time.Now().Before(deadline) {
+					time.Sleep(20 * time.Millisecond)
+				}
+				if left := l002Procs(marker); len(left) > 0 {
+					t.Fatalf("processes the command started outlive a killed wtx run: %v", left)
+				}
+				time.Sleep(time.Until(start.Add(1500 * time.Millisecond)))
+				if late := l002Late(ws, state); len(late) > 0 {
+					t.Errorf("a process wrote after wtx run was killed: %v", late)
+				}
+			})
+		}
 	}
 }
 
