@@ -8,6 +8,7 @@ import (
 	"math/bits"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
@@ -62,6 +63,7 @@ const (
 const (
 	disableConfineCaps   = "confine-caps"   // keep the capability sets as they are
 	disableConfineDrop   = "confine-drop"   // skip the drop, keep the check
+	disableConfineState  = "confine-state"  // leave the state root writable under --read-only
 	disableConfineUserNS = "confine-userns" // no nested user and mount namespace
 	disableConfineFDs    = "confine-fds"    // pass inherited descriptors on
 )
@@ -97,7 +99,15 @@ func confineMode(readOnly, noNetwork bool) string {
 // confineAttr makes the last step of a run in a view start in a user and
 // mount namespace nested under the supervisor's.
 func confineAttr(s *nsSpec, a *syscall.SysProcAttr) error {
-	if !s.View || confineDisabled(s, disableConfineUserNS) {
+	if !s.View {
+		return nil
+	}
+	if s.ReadOnly && !s.Probe && s.Upper != "" && !confineDisabled(s, disableConfineState) {
+		if err := hideState(s); err != nil {
+			return &ExecError{Confinement: true, Message: "stage: confinement: " + err.Error()}
+		}
+	}
+	if confineDisabled(s, disableConfineUserNS) {
 		return nil
 	}
 	if err := nestAttr(a); err != nil {
@@ -105,6 +115,23 @@ func confineAttr(s *nsSpec, a *syscall.SysProcAttr) error {
 		return &ExecError{Confinement: true, Message: "stage: " + err.Error()}
 	}
 	return nil
+}
+
+// hideState makes the state root (or, where it cannot be told, the
+// stage's directory) read-only for a --read-only command, with a bind of
+// it over itself that leaves out the mounts beneath it: without this the
+// command could write the stage through the overlay's own mount point or
+// its upper directory, and the state of every stage. The nested namespace
+// locks the bind.
+func hideState(s *nsSpec) error {
+	dir := filepath.Dir(s.Upper) // the stage's directory
+	if p := filepath.Dir(dir); filepath.Base(p) == "stages" {
+		dir = filepath.Dir(p)
+	}
+	if err := unix.Mount(dir, dir, "", unix.MS_BIND, ""); err != nil {
+		return fmt.Errorf("hide the state root %s: %w", dir, err)
+	}
+	return remountReadOnly(dir)
 }
 
 func nestAttr(a *syscall.SysProcAttr) error {

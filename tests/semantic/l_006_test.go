@@ -143,7 +143,7 @@ func newEscapeRig(t *testing.T, id identity, failpoints bool) *escapeRig {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { os.RemoveAll(base) })
+	t.Cleanup(func() { removeUnmounted(t, base) })
 	mustDo(t, os.Chmod(base, 0o755))
 	r := &escapeRig{base: base, ws: filepath.Join(base, "ws"), state: filepath.Join(base, "state"),
 		elsewhere: filepath.Join(base, "elsewhere"), id: id}
@@ -186,6 +186,28 @@ func newEscapeRig(t *testing.T, id identity, failpoints bool) *escapeRig {
 	return r
 }
 
+// removeUnmounted removes dir after detaching anything mounted beneath it
+// in this mount namespace, so that an escape that got through can never
+// make the removal reach into what it mounted.
+func removeUnmounted(t *testing.T, dir string) {
+	raw, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		t.Errorf("not removing %s: %v", dir, err)
+		return
+	}
+	for _, line := range strings.Split(string(raw), "\n") {
+		f := strings.Fields(line)
+		if len(f) > 4 && (f[4] == dir || strings.HasPrefix(f[4], dir+"/")) {
+			t.Errorf("%s was mounted in the test's own mount namespace: an escape reached the host", f[4])
+			if err := unix.Unmount(f[4], unix.MNT_DETACH); err != nil {
+				t.Errorf("not removing %s: unmount %s: %v", dir, f[4], err)
+				return
+			}
+		}
+	}
+	os.RemoveAll(dir)
+}
+
 func copyExec(t *testing.T, src, dst string) {
 	t.Helper()
 	in, err := os.Open(src)
@@ -212,13 +234,15 @@ try write-view sh -c 'echo x > "$WS/escape-write"'
 try connect-host "$T" connect "$PORT"
 try setns-ppid "$T" setns /proc/$PPID/ns/net "$PORT"
 try setns-pid1 "$T" setns /proc/1/ns/net "$PORT"
+try state-merged sh -c 'for d in "$STATE"/stages/*/; do echo x > "$d/merged/escape-merged" && exit 0; done; exit 1'
+try state-upper sh -c 'for d in "$STATE"/stages/*/; do echo x > "$d/upper/escape-upper" && exit 0; done; exit 1'
 try fd3 sh -c 'echo x > /proc/self/fd/3/escape-fd'
 try fd9 sh -c 'echo x > /proc/self/fd/9/escape-fd'
 try caps "$T" caps
 if have umount; then try umount-l sh -c 'umount -l "$WS" && echo x > "$WS/escape-umount-l"'; fi
 if have mount; then
 	try remount-rw sh -c 'mount -o remount,bind,rw "$WS" && echo x > "$WS/escape-remount-rw"'
-	try bind-tmp sh -c 'mount --bind /tmp "$WS" && echo x > "$WS/escape-bind-tmp"'
+	try bind-dir sh -c 'mount --bind "$ELSEWHERE" "$WS" && echo x > "$WS/escape-bind-dir"'
 fi
 if have nsenter; then
 	try nsenter-ppid nsenter --net=/proc/$PPID/ns/net "$T" connect "$PORT"
@@ -250,11 +274,12 @@ type escapeRun struct {
 // without close-on-exec, as a caller may pass them.
 func (r *escapeRig) run(t *testing.T, env []string, flags ...string) escapeRun {
 	t.Helper()
-	args := append(append([]string{"-C", r.ws, "run", "--json"}, flags...), "--", "sh", "-c", escapeScript)
+	// Only ever the overlay backend: the script must never run unconfined.
+	args := append(append([]string{"-C", r.ws, "run", "--json", "--backend", "overlay"}, flags...), "--", "sh", "-c", escapeScript)
 	argv := append(append([]string(nil), r.id.prefix...), r.wtx)
 	cmd := exec.Command(argv[0], append(argv[1:], args...)...)
 	cmd.Env = append(append(os.Environ(), "WTX_STATE_DIR="+r.state, "HOME="+r.base, "L006_TOOL=1",
-		"L006_TOOL_PATH="+r.tool, "WS="+r.ws, "ELSEWHERE="+r.elsewhere, "PORT="+strconv.Itoa(r.port)), env...)
+		"L006_TOOL_PATH="+r.tool, "WS="+r.ws, "STATE="+r.state, "ELSEWHERE="+r.elsewhere, "PORT="+strconv.Itoa(r.port)), env...)
 	wsDir, err := os.Open(r.ws)
 	mustDo(t, err)
 	defer wsDir.Close()
@@ -288,8 +313,11 @@ func (r *escapeRig) run(t *testing.T, env []string, flags ...string) escapeRun {
 func overlayOrRefused(t *testing.T, res escapeRun) {
 	t.Helper()
 	if errObj, ok := res.json["error"].(map[string]any); ok {
-		if errObj["code"] == "precondition.confinement" {
+		switch errObj["code"] {
+		case "precondition.confinement":
 			t.Skipf("confinement refused here, as L-006 allows (%v); no escape to try", errObj["message"])
+		case "precondition.unsupported":
+			t.Skipf("no overlay backend here (%v); no escape to try", errObj["message"])
 		}
 		t.Fatalf("wtx run failed: %v\n%s", errObj, res.stderr)
 	}
@@ -346,7 +374,7 @@ func (r *escapeRig) checkHeld(t *testing.T, before map[string]node, res escapeRu
 }
 
 var escapesAlways = []string{"umount-syscall", "remount-syscall", "bind-syscall", "write-view",
-	"connect-host", "setns-ppid", "setns-pid1", "fd3", "fd9", "caps"}
+	"state-merged", "state-upper", "connect-host", "setns-ppid", "setns-pid1", "fd3", "fd9", "caps"}
 
 // TestL006_ReadOnlyNoNetworkHold checks L-006: with --read-only and
 // --no-network, no escape gets through, as root and as an ordinary user:
@@ -441,7 +469,9 @@ func TestL006_EveryRunLocksTheView(t *testing.T) {
 // unmounts the view and writes the workspace, and so does an ordinary
 // user's command through a copy of a binary with cap_sys_admin+ei (root
 // pass; the unprivileged pass sees the capabilities it keeps); without
-// closing descriptors, descriptor 9 reaches the workspace; without the
+// closing descriptors, descriptor 9 reaches the workspace; with the state
+// root left writable, the stage is written through the overlay's own mount
+// point; without the
 // capability drop alone, capabilities remain. Each must be seen, or the
 // escape suite could not fail.
 func TestL006_NegativeControl(t *testing.T) {
@@ -451,7 +481,7 @@ func TestL006_NegativeControl(t *testing.T) {
 			r := newEscapeRig(t, id, true)
 			r.addFileCapTools(t)
 			before := mustSnapshot(t, r.ws)
-			res := r.run(t, []string{"WTX_DISABLE=confine-caps,confine-userns,confine-fds"}, "--read-only", "--no-network")
+			res := r.run(t, []string{"WTX_DISABLE=confine-caps,confine-userns,confine-fds,confine-state"}, "--read-only", "--no-network")
 			overlayOrRefused(t, res)
 			escape := "umount-syscall"
 			if id.uid != 0 {
@@ -466,6 +496,9 @@ func TestL006_NegativeControl(t *testing.T) {
 			}
 			if d := diffSnapshots(before, mustSnapshot(t, r.ws)); len(d) == 0 && escape != "caps" {
 				t.Errorf("with confinement off, the workspace did not change: the outside check cannot fail")
+			}
+			if res.outcomes["state-merged"] != "ESCAPED" {
+				t.Errorf("with the state root left writable, the overlay's mount point was not writable\n%s", res.stderr)
 			}
 			if res.outcomes["fd9"] != "ESCAPED" {
 				t.Errorf("with descriptors passed on, fd 9 did not reach the workspace\n%s", res.stderr)
