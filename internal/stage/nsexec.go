@@ -57,9 +57,9 @@ type nsSpec struct {
 	// caller's, the terminal's foreground group) while the supervisor keeps
 	// a group of its own, out of reach of a kill of the caller's group.
 	CmdPgid int
-	Cwd                         string
-	Path                        string
-	Args                        []string
+	Cwd     string
+	Path    string
+	Args    []string
 	// Probe asks for a self-test instead of a command: see probeOverlay.
 	Probe bool
 }
