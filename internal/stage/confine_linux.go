@@ -32,7 +32,9 @@ import (
 // command stays root over files and an ordinary user keeps its ids. In the
 // last step, confineExec limits user namespaces, empties the capability
 // sets it must, sets no_new_privs and checks the result with capget and
-// /proc before the command is executed.
+// /proc before the command is executed. With --read-only the state root
+// is also a read-only bind in that mount namespace (hideState), so the
+// stage cannot be written through the overlay's own mount point.
 //
 // What the command keeps:
 //
