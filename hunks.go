@@ -3,12 +3,14 @@ package wtx
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"sort"
 	"strings"
 
 	"github.com/wtx-dev/wtx/internal/blob"
 	"github.com/wtx-dev/wtx/internal/fsx"
+	"github.com/wtx-dev/wtx/internal/quote"
 	"github.com/wtx-dev/wtx/internal/stage"
 	"github.com/wtx-dev/wtx/internal/textdiff"
 	"github.com/wtx-dev/wtx/internal/tree"
@@ -150,6 +152,18 @@ func (s *Stage) narrowHunks(ctx context.Context, cs *ChangeSet, hunks map[string
 	for i := range cs.changes {
 		index[cs.changes[i].Path] = i
 	}
+	// A key names a path of the change set, or is the --path selector
+	// that names one: a\[1] selects the file a[1], which the key itself
+	// does not spell.
+	byPath := make(map[string][]int, len(hunks))
+	for k, nums := range hunks {
+		p, err := hunkTarget(k, cs.changes, index)
+		if err != nil {
+			return nil, nil, errorf(CodeUsage, "--hunks %s: %v (stage %s)", quote.Path(k), err, s.ID())
+		}
+		byPath[p] = append(byPath[p], nums...)
+	}
+	hunks = byPath
 	paths := make([]string, 0, len(hunks))
 	for p := range hunks {
 		paths = append(paths, p)
@@ -254,4 +268,30 @@ func describeChange(c *tree.Change) string {
 		return "a type change"
 	}
 	return "a " + c.New.Type.String()
+}
+
+// hunkTarget returns the path of changes that key names: the path itself,
+// or the only file change a selector key matches.
+func hunkTarget(key string, changes []tree.Change, index map[string]int) (string, error) {
+	if _, ok := index[key]; ok {
+		return key, nil
+	}
+	sel, err := tree.ParseSelector(key)
+	if err != nil {
+		return "", err
+	}
+	var found []string
+	for i := range changes {
+		c := &changes[i]
+		if sel.Match(c.Path) && (c.New == nil || c.New.Type != tree.Dir) {
+			found = append(found, c.Path)
+		}
+	}
+	switch len(found) {
+	case 1:
+		return found[0], nil
+	case 0:
+		return "", errors.New("the path is not a change of the selection")
+	}
+	return "", fmt.Errorf("the selector names %d changed files, not one", len(found))
 }
