@@ -56,11 +56,11 @@ func Open(ctx context.Context, dir string, opts Options) (*Workspace, error) {
 	if err := checkInsideStage(path, stateDir, opts.InStage); err != nil {
 		return nil, err
 	}
-	if within(stateDir, path) {
+	if within(stateDir, path) || sameDirAbove(stateDir, path) {
 		return nil, &Error{Code: CodeStateInWorkspace,
 			Message: fmt.Sprintf("state root %s is inside the workspace %s: wtx never writes into the workspace; set WTX_STATE_DIR to a directory outside it", stateDir, path)}
 	}
-	if within(path, stateDir) {
+	if within(path, stateDir) || sameDirAbove(path, stateDir) {
 		return nil, &Error{Code: CodeStateInWorkspace,
 			Message: fmt.Sprintf("workspace %s is inside the state root %s", path, stateDir)}
 	}
@@ -225,6 +225,28 @@ func within(p, dir string) bool {
 		return true
 	}
 	return strings.HasPrefix(p, dir+string(filepath.Separator))
+}
+
+// sameDirAbove reports whether p, or a directory above it, is the directory
+// dir by device and inode: dir reached through another path (a bind mount,
+// a symbolic link above it) still holds p. Paths that do not exist yet are
+// skipped; their existing ancestors are checked.
+func sameDirAbove(p, dir string) bool {
+	if failpoint.Disabled("identity") {
+		return false
+	}
+	d, err := os.Stat(dir)
+	if err != nil {
+		return false
+	}
+	for q := p; ; q = filepath.Dir(q) {
+		if fi, err := os.Stat(q); err == nil && os.SameFile(fi, d) {
+			return true
+		}
+		if q == filepath.Dir(q) {
+			return false
+		}
+	}
 }
 
 // newID returns prefix-YYYYMMDDTHHMMSSZ-xxxxxxxx.
