@@ -32,9 +32,9 @@ import (
 // command stays root over files and an ordinary user keeps its ids. In the
 // last step, confineExec limits user namespaces, empties the capability
 // sets it must, sets no_new_privs and checks the result with capget and
-// /proc before the command is executed. With --read-only the state root
-// is also a read-only bind in that mount namespace (hideState), so the
-// stage cannot be written through the overlay's own mount point.
+// /proc before the command is executed. On every run the state root is
+// also a read-only bind in that mount namespace (hideState), so neither
+// the stage nor wtx's own records can be written by the command.
 //
 // What the command keeps:
 //
@@ -65,7 +65,7 @@ const (
 const (
 	disableConfineCaps   = "confine-caps"   // keep the capability sets as they are
 	disableConfineDrop   = "confine-drop"   // skip the drop, keep the check
-	disableConfineState  = "confine-state"  // leave the state root writable under --read-only
+	disableConfineState  = "confine-state"  // leave the state root writable
 	disableConfineUserNS = "confine-userns" // no nested user and mount namespace
 	disableConfineFDs    = "confine-fds"    // pass inherited descriptors on
 )
@@ -104,7 +104,7 @@ func confineAttr(s *nsSpec, a *syscall.SysProcAttr) error {
 	if !s.View {
 		return nil
 	}
-	if s.ReadOnly && !s.Probe && s.Upper != "" && !confineDisabled(s, disableConfineState) {
+	if !s.Probe && s.Upper != "" && !confineDisabled(s, disableConfineState) {
 		if err := hideState(s); err != nil {
 			return &ExecError{Confinement: true, Message: "stage: confinement: " + err.Error()}
 		}
@@ -120,11 +120,14 @@ func confineAttr(s *nsSpec, a *syscall.SysProcAttr) error {
 }
 
 // hideState makes the state root (or, where it cannot be told, the
-// stage's directory) read-only for a --read-only command, with a bind of
-// it over itself that leaves out the mounts beneath it: without this the
-// command could write the stage through the overlay's own mount point or
-// its upper directory, and the state of every stage. The nested namespace
-// locks the bind.
+// stage's directory) read-only for every command run in a view, with a
+// bind of it over itself that leaves out the mounts beneath it: without
+// this the command could write the stage through the overlay's own mount
+// point or its upper directory, the state of every stage, and plant a
+// journal that the next wtx command would recover into the real
+// workspace. Nothing in the view needs the state root by path once the
+// overlay is mounted (the kernel reaches the upper and work directories
+// through the mount). The nested namespace locks the bind.
 func hideState(s *nsSpec) error {
 	dir := filepath.Dir(s.Upper) // the stage's directory
 	if p := filepath.Dir(dir); filepath.Base(p) == "stages" {

@@ -274,8 +274,14 @@ type escapeRun struct {
 // without close-on-exec, as a caller may pass them.
 func (r *escapeRig) run(t *testing.T, env []string, flags ...string) escapeRun {
 	t.Helper()
+	return r.runScript(t, escapeScript, env, flags...)
+}
+
+// runScript is run with another script.
+func (r *escapeRig) runScript(t *testing.T, script string, env []string, flags ...string) escapeRun {
+	t.Helper()
 	// Only ever the overlay backend: the script must never run unconfined.
-	args := append(append([]string{"-C", r.ws, "run", "--json", "--backend", "overlay"}, flags...), "--", "sh", "-c", escapeScript)
+	args := append(append([]string{"-C", r.ws, "run", "--json", "--backend", "overlay"}, flags...), "--", "sh", "-c", script)
 	argv := append(append([]string(nil), r.id.prefix...), r.wtx)
 	cmd := exec.Command(argv[0], append(argv[1:], args...)...)
 	cmd.Env = append(append(os.Environ(), "WTX_STATE_DIR="+r.state, "HOME="+r.base, "L006_TOOL=1",
