@@ -1150,12 +1150,18 @@ func (a *applier) dropPretemps(recs []journal.Record) bool {
 		if !ok {
 			continue
 		}
-		if d, err := a.root.OpenDir(tree.Parent(r.Step.Path)); err == nil {
-			if err := d.Unlink(tmp); err != nil && !errors.Is(err, fs.ErrNotExist) {
-				clean = false
-			}
-			d.Close()
+		d, err := a.root.OpenDir(tree.Parent(r.Step.Path))
+		if err != nil {
+			// The directory is not reachable as one (replaced by a link,
+			// moved away): the file may still be in it, wherever it went,
+			// and only the journal's recovery finds it once it is back.
+			clean = false
+			continue
 		}
+		if err := d.Unlink(tmp); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			clean = false
+		}
+		d.Close()
 	}
 	a.pretemps = nil
 	return clean
