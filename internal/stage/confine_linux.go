@@ -109,6 +109,11 @@ func confineAttr(s *nsSpec, a *syscall.SysProcAttr) error {
 			return &ExecError{Confinement: true, Message: "stage: confinement: " + err.Error()}
 		}
 	}
+	if !s.Probe && !confineDisabled(s, disableConfineKernel) {
+		if err := protectKernel(); err != nil {
+			return &ExecError{Confinement: true, Message: "stage: confinement: " + err.Error()}
+		}
+	}
 	if confineDisabled(s, disableConfineUserNS) {
 		return nil
 	}

@@ -107,7 +107,8 @@ func TestL003_InsideStage(t *testing.T) {
 }
 
 // TestL003_NegativeControl switches the inside-stage check off (the
-// failpoint build, WTX_DISABLE=inside-stage) and shows what it prevents:
+// failpoint build, WTX_DISABLE=inside-stage, with the read-only state root
+// off too) and shows what it prevents:
 // on overlay, wtx apply of another stage from inside a view applies into
 // the view, settles that stage, and its write never reaches the workspace;
 // on copy, the view is only refused as "inside the state root", not
@@ -120,7 +121,10 @@ func TestL003_NegativeControl(t *testing.T) {
 		t.Run(backend, func(t *testing.T) {
 			t.Parallel()
 			e := newBoundaryEnv(t, backend, true)
-			e.env = append(e.env, "WTX_DISABLE=inside-stage")
+			// The state root is read-only inside a view (L-006), which
+			// alone stops this apply: it is left writable here, to show
+			// what the inside-stage check stops by itself.
+			e.env = append(e.env, "WTX_DISABLE=inside-stage,confine-state")
 			e.must("begin", "--backend", backend, "--name", "a")
 			cmd := exec.Command(e.bin, "-C", e.ws, "write", "f.txt", "--tx", "a")
 			cmd.Env = append(append(os.Environ(), "WTX_STATE_DIR="+e.st), e.env...)

@@ -78,6 +78,22 @@ func escapeTool(what string, args []string) int {
 			return fail(err)
 		}
 		return escapeTool("connect", args[1:])
+	case "openw": // PATH: open a kernel setting for writing (nothing is written)
+		f, err := os.OpenFile(args[0], os.O_WRONLY, 0)
+		if err != nil {
+			return fail(err)
+		}
+		f.Close()
+		return 0
+	case "read": // PATH: read anything from a file that should show empty
+		raw, err := os.ReadFile(args[0])
+		if err != nil {
+			return fail(err)
+		}
+		if len(raw) == 0 {
+			return fail(errors.New("empty"))
+		}
+		return 0
 	case "caps": // any capability or no no_new_privs is an escape
 		raw, err := os.ReadFile("/proc/self/status")
 		if err != nil {
