@@ -8,6 +8,7 @@ import (
 	"io"
 	"io/fs"
 	"os"
+	"slices"
 	"sort"
 	"strings"
 	"syscall"
@@ -239,10 +240,8 @@ func (s *Stage) apply(ctx context.Context, opts ApplyOptions) (res *ApplyResult,
 	if err != nil {
 		return nil, err
 	}
-	if err := s.ws.commitOp(ctx, a, rec, todo); err != nil {
-		return nil, err
-	}
-	if err := s.advanceBase(ctx, cs, append(todo, already...)); err != nil {
+	settle := func() error { return s.advanceBase(ctx, cs, slices.Concat(todo, already)) }
+	if err := s.ws.commitOp(ctx, a, rec, todo, settle); err != nil {
 		return nil, err
 	}
 	res.OpID = opID

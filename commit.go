@@ -26,9 +26,13 @@ func (w *Workspace) journalDir() string {
 
 // commitOp runs the write-ahead protocol for changes, which a.check has
 // verified: journal the whole plan durably, execute it, sync, mark it
-// committed, clean up, record it, and drop the journal. On an error before
-// the commit marker everything done is undone and nothing is recorded.
-func (w *Workspace) commitOp(ctx context.Context, a *applier, rec *opRecord, changes []tree.Change) error {
+// committed, clean up, record it, settle what it belongs to (settle, when
+// not nil: an apply advances its stage), and drop the journal. On an error
+// before the commit marker everything done is undone and nothing is
+// recorded. After it, the journal goes only once the op is recorded and
+// settled, so that a crash anywhere in between is finished by recovery
+// exactly as the apply would have finished.
+func (w *Workspace) commitOp(ctx context.Context, a *applier, rec *opRecord, changes []tree.Change, settle func() error) error {
 	steps := tree.Plan(changes)
 	a.rmdirs = map[string]bool{}
 	for _, st := range steps {
@@ -104,6 +108,13 @@ func (w *Workspace) commitOp(ctx context.Context, a *applier, rec *opRecord, cha
 		return err
 	}
 	failpoint.Hit("apply:recorded")
+	if settle != nil {
+		if err := settle(); err != nil {
+			// The journal stays: recovery settles the stage.
+			return err
+		}
+	}
+	failpoint.Hit("apply:settled")
 	if !clean {
 		// Committed, but a moved-aside pre-image is still in the workspace:
 		// the journal stays and the next command's recovery removes it.

@@ -35,6 +35,9 @@ type RecoverResult struct {
 	// Kept lists paths left as someone changed them after the crash, when a
 	// rollback was forced with keep-external.
 	Kept []Conflict `json:"kept"`
+	// Unsettled says, for an op rolled forward whose stage could not be
+	// settled (read or updated), what went wrong; the stage stays open.
+	Unsettled []string `json:"unsettled"`
 }
 
 // Recover finishes or rolls back applies that a crash interrupted. Every
@@ -72,7 +75,7 @@ func (w *Workspace) pendingRecovery() (bool, error) {
 }
 
 func (w *Workspace) recoverLocked(ctx context.Context, keepExternal bool) (*RecoverResult, error) {
-	res := &RecoverResult{RolledBack: []string{}, RolledForward: []string{}, Discarded: []string{}, SetAside: []string{}, Kept: []Conflict{}}
+	res := &RecoverResult{RolledBack: []string{}, RolledForward: []string{}, Discarded: []string{}, SetAside: []string{}, Kept: []Conflict{}, Unsettled: []string{}}
 	ops, err := journal.Pending(w.journalDir())
 	if err != nil {
 		return nil, stateIOError(w.stateDir, "read the journals", err)
@@ -100,8 +103,12 @@ func (w *Workspace) recoverLocked(ctx context.Context, keepExternal bool) (*Reco
 				Message: fmt.Sprintf("journal %s belongs to workspace %s, not %s: wtx does not act on it here; move it out of %s", op, j.Workspace, w.path, w.journalDir())}
 		}
 		if committed {
-			if err := w.rollForward(ctx, j); err != nil {
+			unsettled, err := w.rollForward(ctx, j)
+			if err != nil {
 				return nil, err
+			}
+			if unsettled != "" {
+				res.Unsettled = append(res.Unsettled, unsettled)
 			}
 			res.RolledForward = append(res.RolledForward, op)
 			continue
@@ -198,10 +205,10 @@ func (w *Workspace) SetAsideJournal(ctx context.Context, op string) (string, err
 
 // rollForward finishes a committed op: what is left is cleanup and
 // bookkeeping.
-func (w *Workspace) rollForward(ctx context.Context, j *journal.Journal) error {
+func (w *Workspace) rollForward(ctx context.Context, j *journal.Journal) (unsettled string, err error) {
 	root, err := fsx.OpenRoot(w.path)
 	if err != nil {
-		return AsError(err)
+		return "", AsError(err)
 	}
 	defer root.Close()
 	var errs []error
@@ -215,21 +222,27 @@ func (w *Workspace) rollForward(ctx context.Context, j *journal.Journal) error {
 	}
 	if len(errs) > 0 {
 		// The journal stays: the next recovery removes them.
-		return stepsFailed(j.OpID, "finish", errs)
+		return "", stepsFailed(j.OpID, "finish", errs)
 	}
 	var rec opRecord
 	if err := json.Unmarshal(j.Body, &rec); err != nil {
-		return &Error{Code: CodeCorrupt, Message: fmt.Sprintf("journal of %s: damaged op record: %v; the op landed but cannot be recorded: the journal stays", j.OpID, err),
+		return "", &Error{Code: CodeCorrupt, Message: fmt.Sprintf("journal of %s: damaged op record: %v; the op landed but cannot be recorded: the journal stays", j.OpID, err),
 			Repairs: []Repair{{Action: "check", Detail: "see what the state root holds", Command: "wtx fsck"}}}
 	}
 	if err := w.recordOp(ctx, rec); err != nil {
-		return err
+		return "", err
 	}
 	failpoint.Hit("recover:forward-recorded")
-	if err := journal.Remove(w.journalDir(), j.OpID); err != nil {
-		return stateIOError(w.stateDir, "remove the finished journal of "+j.OpID, err)
+	if err := w.settleApplied(ctx, rec); err != nil {
+		// The op landed and is recorded; a stage that cannot be read must
+		// not hold up every command on the workspace (its drop included):
+		// it is reported, and an apply of it later settles it.
+		unsettled = fmt.Sprintf("%s landed, but its stage %s could not be settled: %v", j.OpID, rec.Op.StageID, err)
 	}
-	return nil
+	if err := journal.Remove(w.journalDir(), j.OpID); err != nil {
+		return "", stateIOError(w.stateDir, "remove the finished journal of "+j.OpID, err)
+	}
+	return unsettled, nil
 }
 
 // stepsFailed reports every step of op's recovery that failed: the journal
@@ -683,40 +696,62 @@ func removeTemps(root *fsx.Root, r journal.Record) error {
 	return d.Sync()
 }
 
-// catchUp advances the base of stage id over the paths that already hold
-// their staged state (an op that committed just before a crash left its
-// stage's base behind).
-func (w *Workspace) catchUp(ctx context.Context, id string) error {
-	s, err := w.Stage(ctx, id)
-	if errors.Is(err, ErrNotFound) {
-		return nil // the stage is gone: nothing to catch up
-	}
-	if err != nil {
-		return err
-	}
-	if s.State() != StateOpen {
+// settleApplied settles the stage of an apply that committed just before a
+// crash as the apply itself would have: its base moves over the paths the
+// op wrote and over the selected paths that already held their staged
+// state, and the stage is applied when nothing is left. A stage that is
+// gone or already settled is left alone, as is any op but an apply (an
+// undo names the stage of the op it reverses). It runs under the
+// workspace lock.
+//
+// WTX_DISABLE=settle-forward (failpoint build) leaves the stage as the
+// crash left it: the negative control of the roll-forward tests.
+func (w *Workspace) settleApplied(ctx context.Context, rec opRecord) error {
+	if rec.Op.Kind != "apply" || rec.Op.StageID == "" || failpoint.Disabled("settle-forward") {
 		return nil
 	}
-	unlock, err := w.lock(ctx)
+	var body opBody
+	if err := json.Unmarshal(rec.Op.Body, &body); err != nil {
+		return &Error{Code: CodeCorrupt, Message: fmt.Sprintf("journal of %s: damaged op body: %v; the op landed but its stage cannot be settled: the journal stays", rec.Op.ID, err),
+			Repairs: []Repair{{Action: "check", Detail: "see what the state root holds", Command: "wtx fsck"}}}
+	}
+	s, err := w.Stage(ctx, rec.Op.StageID)
+	if errors.Is(err, ErrNotFound) {
+		return nil
+	}
 	if err != nil {
 		return err
 	}
-	defer unlock()
-	cs, err := s.Changes(ctx, nil)
-	if err != nil || len(cs.changes) == 0 {
+	if s.ID() != rec.Op.StageID || s.State() != StateOpen {
+		return nil
+	}
+	cs, err := s.Changes(ctx, body.Paths)
+	if err != nil {
 		return err
+	}
+	applied := make([]tree.Change, 0, len(body.Changes))
+	wrote := map[string]bool{}
+	for _, c := range body.Changes {
+		applied = append(applied, tree.Change{Path: c.Path, Old: fromEntryJSON(c.Path, c.Old), New: fromEntryJSON(c.Path, c.New)})
+		wrote[c.Path] = true
 	}
 	root, err := fsx.OpenRoot(w.path)
 	if err != nil {
 		return AsError(err)
 	}
 	defer root.Close()
+	var rest []tree.Change
+	for _, c := range cs.changes {
+		if !wrote[c.Path] {
+			rest = append(rest, c)
+		}
+	}
 	a := &applier{ws: w, root: root, base: cs.base, ident: map[string]fsx.Stat{}, readOnly: true}
-	_, already, _, err := a.check(ctx, cs.changes)
-	if err != nil || len(already) == 0 {
+	_, already, _, err := a.check(ctx, rest)
+	if err != nil {
 		return err
 	}
-	return s.advanceBase(ctx, cs, already)
+	return s.advanceBase(ctx, cs, append(applied, already...))
 }
 
 // sameWorkspace reports whether path, as recorded in a journal, names this

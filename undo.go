@@ -240,7 +240,7 @@ func (w *Workspace) Undo(ctx context.Context, ref string) (*UndoResult, error) {
 		NotTransactional: append([]string(nil), NotTransactional...),
 	}
 	rec := &opRecord{Op: state.Op{ID: opID, WorkspaceID: w.id, StageID: op.Tx, Kind: "undo", State: "committed", Body: body, CreatedAt: now}, Receipt: rc}
-	if err := w.commitOp(ctx, a, rec, todo); err != nil {
+	if err := w.commitOp(ctx, a, rec, todo, nil); err != nil {
 		return nil, err
 	}
 	res.OpID = opID

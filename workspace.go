@@ -125,13 +125,6 @@ func Open(ctx context.Context, dir string, opts Options) (*Workspace, error) {
 			return nil, err
 		}
 		w.recovered = res
-		for _, op := range res.RolledForward {
-			if o, err := db.GetOp(ctx, op); err == nil && o.StageID != "" {
-				if err := w.catchUp(ctx, o.StageID); err != nil {
-					w.log.Warn("advance stage after recovery", "tx", o.StageID, "err", err)
-				}
-			}
-		}
 	}
 	return w, nil
 }

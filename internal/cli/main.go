@@ -199,6 +199,9 @@ func (g *globals) open(ctx context.Context) (*wtx.Workspace, error) {
 		for _, op := range r.RolledForward {
 			g.notice("wtx: an apply (%s) was interrupted after it committed; finished it", op)
 		}
+		for _, u := range r.Unsettled {
+			g.notice("wtx: %s", u)
+		}
 		for i, op := range r.Discarded {
 			g.notice("wtx: the journal of an apply (%s) was damaged and nothing of it reached the workspace; set it aside: %s", op, r.SetAside[i])
 		}

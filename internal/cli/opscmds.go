@@ -192,6 +192,9 @@ set aside the same way, and reported.`,
 			for _, op := range res.RolledForward {
 				fmt.Fprintf(g.io.Out, "finished %s\n", op)
 			}
+			for _, u := range res.Unsettled {
+				fmt.Fprintf(g.io.Out, "%s\n", u)
+			}
 			for _, k := range res.Kept {
 				fmt.Fprintf(g.io.Out, "kept %s as it is (%s)\n", quote.Path(k.Path), k.Detail)
 			}
