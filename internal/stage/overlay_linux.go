@@ -11,11 +11,13 @@ import (
 	"path/filepath"
 	"runtime"
 	"sort"
+	"strings"
 	"sync"
 	"syscall"
 
 	"golang.org/x/sys/unix"
 
+	"github.com/wtx-dev/wtx/internal/failpoint"
 	"github.com/wtx-dev/wtx/internal/fsx"
 	"github.com/wtx-dev/wtx/internal/tree"
 )
@@ -373,6 +375,9 @@ func (v *overlayView) Scan(ctx context.Context, base *tree.Manifest, exclude tre
 	if err := v.excludedDirWrites(); err != nil {
 		return nil, err
 	}
+	if err := v.dropCopiedUp(nodes, base); err != nil {
+		return nil, err
+	}
 	// Base paths beneath a whiteout, an opaque directory or a path that is
 	// no longer a directory are gone unless the upper directory has them.
 	gone := make([]bool, len(base.Entries))
@@ -415,6 +420,62 @@ func (v *overlayView) Scan(ctx context.Context, base *tree.Manifest, exclude tre
 		return nil, err
 	}
 	return out, nil
+}
+
+// dropCopiedUp forgets the upper directories that hold nothing of the
+// command. Overlayfs copies a directory of the workspace up when something
+// below it changes in the view; the helper does so itself when it hides an
+// excluded path that appeared in the workspace after the stage opened (its
+// whiteout needs the directory). Such a directory is no addition of the
+// command when it is not in the base, is not opaque, has nothing of its own
+// below it in the upper directory (hidden paths are not walked) and is a
+// directory with the same mode in the workspace now. The deepest go first,
+// so a chain of them goes whole. WTX_DISABLE=copy-up (failpoint build)
+// keeps them: the negative control of the exclude tests.
+func (v *overlayView) dropCopiedUp(nodes map[string]*upperNode, base *tree.Manifest) error {
+	if failpoint.Disabled("copy-up") {
+		return nil
+	}
+	children := map[string]int{}
+	var cands []string
+	for p, n := range nodes {
+		children[tree.Parent(p)]++
+		if n.entry != nil && n.entry.Type == tree.Dir && !n.opaque && base.Lookup(p) == nil {
+			cands = append(cands, p)
+		}
+	}
+	if len(cands) == 0 {
+		return nil
+	}
+	sort.Slice(cands, func(i, j int) bool {
+		if a, b := strings.Count(cands[i], "/"), strings.Count(cands[j], "/"); a != b {
+			return a > b
+		}
+		return cands[i] < cands[j]
+	})
+	ws, err := fsx.OpenRoot(v.cfg.Workspace)
+	if err != nil {
+		return err
+	}
+	defer ws.Close()
+	for _, p := range cands {
+		if children[p] > 0 {
+			continue
+		}
+		st, err := ws.Lstat(p)
+		if err != nil {
+			if errors.Is(err, fs.ErrNotExist) || errors.Is(err, fsx.ErrSymlink) || errors.Is(err, fsx.ErrNotDir) || errors.Is(err, fsx.ErrCrossDevice) {
+				continue // not (or not reachable as) a directory of the workspace: the command's
+			}
+			return fmt.Errorf("scan %s: %w", p, err)
+		}
+		if lower := entryFromStat(p, st); lower.Type != tree.Dir || lower.Perm != nodes[p].entry.Perm {
+			continue
+		}
+		delete(nodes, p)
+		children[tree.Parent(p)]--
+	}
+	return nil
 }
 
 // readUpper walks the upper directory and hashes the files in it.
