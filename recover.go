@@ -28,8 +28,9 @@ type RecoverResult struct {
 	RolledForward []string `json:"rolled_forward"`
 	// Discarded lists ops whose journal was damaged or missing while the
 	// workspace shows no trace of the apply (no temporary files of wtx, no
-	// commit marker): nothing of it reached the workspace. Their journals
-	// are not deleted but set aside, into SetAside.
+	// commit marker, and every path of every open stage still holds what
+	// its stage is based on): nothing of it reached the workspace. Their
+	// journals are not deleted but set aside, into SetAside.
 	Discarded []string `json:"discarded"`
 	SetAside  []string `json:"set_aside"`
 	// Kept lists paths left as someone changed them after the crash, when a
@@ -86,10 +87,10 @@ func (w *Workspace) recoverLocked(ctx context.Context, keepExternal bool) (*Reco
 			if !errors.Is(err, journal.ErrCorrupt) && !errors.Is(err, fs.ErrNotExist) {
 				return nil, stateIOError(w.stateDir, "read the journal of "+op, err)
 			}
-			if derr := w.damagedJournal(op, err); derr != nil {
+			if derr := w.damagedJournal(ctx, op, err); derr != nil {
 				return nil, derr
 			}
-			// No trace of it in the workspace: it was never complete.
+			// Verified: nothing of it reached the workspace.
 			dst, err := w.setAsideJournal(op)
 			if err != nil {
 				return nil, err
@@ -127,36 +128,119 @@ func (w *Workspace) recoverLocked(ctx context.Context, keepExternal bool) (*Reco
 }
 
 // damagedJournal decides what a journal that does not decode (loadErr)
-// means. If the workspace holds temporary files of wtx, or the op's commit
-// marker exists, the apply touched the workspace: the journal stays and
-// the answer is refusal.interrupted-apply with what to do. Otherwise it
-// returns nil: nothing of the op reached the workspace.
-func (w *Workspace) damagedJournal(op string, loadErr error) error {
+// means. Nothing of the op is known but its id, so wtx looks for every
+// trace an apply leaves: temporary files of wtx in the workspace, the op's
+// commit marker, and paths of open stages that no longer hold what their
+// stage is based on (an apply writes only paths of its stage's change set,
+// and its stage stays open until the journal goes; an apply whose steps all
+// ran leaves no temporary file, only its paths in their staged state). With
+// any trace, or when the stages cannot be compared, the journal stays and
+// the answer is refusal.interrupted-apply with what was found and what to
+// do. It returns nil only when the workspace shows that nothing of the op
+// reached it.
+//
+// WTX_DISABLE=journal-evidence (failpoint build) skips the comparison with
+// the stages: the negative control of the damaged-journal tests.
+func (w *Workspace) damagedJournal(ctx context.Context, op string, loadErr error) error {
 	temps := findTemps(w.path, 10)
 	_, cerr := os.Lstat(filepath.Join(w.journalDir(), op, "committed"))
 	committed := cerr == nil
-	if len(temps) == 0 && !committed {
-		return nil
-	}
 	var evidence []string
+	repairs := []Repair{}
 	if len(temps) > 0 {
 		q := make([]string, len(temps))
 		for i, t := range temps {
 			q[i] = quote.Path(t)
 		}
 		evidence = append(evidence, "the workspace holds temporary files of wtx ("+strings.Join(q, ", ")+")")
+		repairs = append(repairs, Repair{Action: "inspect", Detail: "each " + tempPrefix + "* file holds the old or the new content of the file whose name follows it in its directory; put every such path back as it should be and remove the temporary files"})
 	}
 	if committed {
 		evidence = append(evidence, "the op had committed (its commit marker is there)")
 	}
+	if len(evidence) == 0 && !failpoint.Disabled("journal-evidence") {
+		traces, stages, err := w.stagedTraces(ctx)
+		switch {
+		case err != nil:
+			evidence = append(evidence, fmt.Sprintf("wtx could not compare the workspace with its open stages (%v), so it cannot verify that nothing of the apply reached it", err))
+		case len(traces) > 0:
+			evidence = append(evidence, strings.Join(traces, "; "))
+			for _, id := range stages {
+				repairs = append(repairs, Repair{Action: "inspect", Detail: "check the paths named for stage " + id + " and put any that should not be so back; once the journal is set aside, 'wtx diff " + id + "' shows what is still to apply, and an apply of it writes that and leaves the paths already in place alone"})
+			}
+		}
+	}
+	if len(evidence) == 0 {
+		return nil
+	}
+	repairs = append(repairs,
+		Repair{Action: "set-aside", Detail: "then set the damaged journal aside (it is kept in lost+found in the state root)", Command: "wtx recover --set-aside " + op},
+		Repair{Action: "check", Detail: "see everything else the state root holds", Command: "wtx fsck"})
 	return &Error{Code: CodeInterruptedApply,
-		Message: fmt.Sprintf("an apply (%s) was interrupted after it touched the workspace %s, and its journal is damaged (%v): %s. wtx cannot tell what it changed, keeps the journal (%s) and refuses to act on this workspace until it is put right",
-			op, quote.Path(w.path), loadErr, strings.Join(evidence, "; "), filepath.Join(w.journalDir(), op)),
-		Repairs: []Repair{
-			{Action: "inspect", Detail: "each " + tempPrefix + "* file holds the old or the new content of the file whose name follows it in its directory; put every such path back as it should be and remove the temporary files"},
-			{Action: "set-aside", Detail: "then set the damaged journal aside (it is kept in lost+found in the state root)", Command: "wtx recover --set-aside " + op},
-			{Action: "check", Detail: "see everything else the state root holds", Command: "wtx fsck"},
-		}}
+		Message: fmt.Sprintf("the journal of an apply (%s) is damaged (%v), and the workspace %s may hold some or all of what it wrote: %s. wtx cannot tell what the apply changed, keeps the journal (%s) and refuses to act on this workspace until it is put right",
+			op, loadErr, quote.Path(w.path), strings.Join(evidence, "; "), filepath.Join(w.journalDir(), op)),
+		Repairs: repairs}
+}
+
+// stagedTraces compares the workspace with every open stage's change set:
+// it lists, per stage, the paths that no longer hold the stage's base (those
+// holding their staged content, and those changed otherwise), and the ids
+// of the stages concerned. It runs under the workspace lock.
+func (w *Workspace) stagedTraces(ctx context.Context) (traces, stages []string, err error) {
+	all, err := w.Stages(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	root, err := fsx.OpenRoot(w.path)
+	if err != nil {
+		return nil, nil, AsError(err)
+	}
+	defer root.Close()
+	const show = 5
+	for _, s := range all {
+		if s.State() != StateOpen {
+			continue
+		}
+		cs, err := s.Changes(ctx, nil)
+		if err != nil {
+			return nil, nil, fmt.Errorf("stage %s: %w", s.ID(), err)
+		}
+		a := &applier{ws: w, root: root, base: cs.base, ident: map[string]fsx.Stat{}, readOnly: true}
+		_, already, conflicts, err := a.check(ctx, cs.changes)
+		if err != nil {
+			return nil, nil, fmt.Errorf("stage %s: %w", s.ID(), err)
+		}
+		var staged, other []string
+		for _, c := range already {
+			staged = append(staged, quote.Path(c.Path))
+		}
+		for _, c := range conflicts {
+			if c.Kind != "shared-inode" { // a fact about the file, not a change
+				other = append(other, quote.Path(c.Path))
+			}
+		}
+		if len(staged)+len(other) == 0 {
+			continue
+		}
+		var parts []string
+		if len(staged) > 0 {
+			parts = append(parts, fmt.Sprintf("%d path(s) already hold their staged content (%s)", len(staged), listSome(staged, show)))
+		}
+		if len(other) > 0 {
+			parts = append(parts, fmt.Sprintf("%d path(s) changed since the stage was based (%s)", len(other), listSome(other, show)))
+		}
+		traces = append(traces, fmt.Sprintf("of the %d change(s) of stage %s, %s", len(cs.changes), s.ID(), strings.Join(parts, ", and ")))
+		stages = append(stages, s.ID())
+	}
+	return traces, stages, nil
+}
+
+// listSome joins the first n of names, saying how many more there are.
+func listSome(names []string, n int) string {
+	if len(names) <= n {
+		return strings.Join(names, ", ")
+	}
+	return fmt.Sprintf("%s and %d more", strings.Join(names[:n], ", "), len(names)-n)
 }
 
 // setAsideJournal moves op's journal into the state root's lost+found and

@@ -203,7 +203,7 @@ func (g *globals) open(ctx context.Context) (*wtx.Workspace, error) {
 			g.notice("wtx: %s", u)
 		}
 		for i, op := range r.Discarded {
-			g.notice("wtx: the journal of an apply (%s) was damaged and nothing of it reached the workspace; set it aside: %s", op, r.SetAside[i])
+			g.notice("wtx: the journal of an apply (%s) was damaged; nothing of it reached the workspace (no temporary files of wtx, and every open stage's paths still hold what the stage is based on); set it aside: %s", op, r.SetAside[i])
 		}
 	}
 	return ws, nil

@@ -181,7 +181,7 @@ set aside the same way, and reported.`,
 				return g.emit("recover", map[string]any{"recover": res})
 			}
 			for i, op := range res.Discarded {
-				fmt.Fprintf(g.io.Out, "set aside the damaged journal of %s (nothing of it reached the workspace): %s\n", op, res.SetAside[i])
+				fmt.Fprintf(g.io.Out, "set aside the damaged journal of %s (nothing of it reached the workspace: no temporary files of wtx, and every open stage's paths still hold what the stage is based on): %s\n", op, res.SetAside[i])
 			}
 			if len(res.RolledBack)+len(res.RolledForward)+len(res.Discarded) == 0 {
 				g.notice("wtx: nothing to recover")
