@@ -281,6 +281,12 @@ func (fk *fsck) database() *state.DB {
 		case errors.Is(err, state.ErrTooNew):
 			fk.add(Finding{Kind: FindDBSchema, Code: CodeUnsupported, Path: p, Detail: err.Error(), Repair: "use a newer wtx"})
 			return nil
+		case errors.Is(err, state.ErrCantOpen), errors.Is(err, state.ErrReadOnly):
+			// Not damage: the file system does not let it open (a
+			// read-only mount, permissions). Saying "corrupt" would offer
+			// --reinit for a sound history.
+			fk.err = stateDBError(fk.dir, err)
+			return nil
 		case err != nil:
 			bad = &Finding{Kind: FindDBCorrupt, Code: CodeCorrupt, Path: p, Detail: "cannot be opened as a wtx database: " + err.Error()}
 		default:
