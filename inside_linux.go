@@ -28,7 +28,17 @@ func stageOfMountinfo(sc *bufio.Scanner, path, stateDir string) string {
 	sc.Buffer(make([]byte, 64<<10), 1<<20)
 	for sc.Scan() {
 		m, ok := parseMountinfo(sc.Text())
-		if !ok || !within(path, m.point) {
+		if !ok {
+			continue
+		}
+		// A copy or clone view bound over itself: wtx does that only in
+		// the mount namespace of a command run in that view, whatever
+		// path the command names.
+		if loc := stageDirRE.FindStringSubmatch(m.root); loc != nil && m.fstype != "overlay" &&
+			strings.HasSuffix(m.point, "/stages/"+loc[2]+"/view") && strings.HasSuffix(m.root, "/stages/"+loc[2]+"/view") {
+			return loc[2]
+		}
+		if !within(path, m.point) {
 			continue
 		}
 		if m.fstype == "overlay" {

@@ -6,11 +6,13 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"strconv"
 	"strings"
 	"syscall"
 	"unicode/utf8"
 
 	"github.com/spf13/cobra"
+	"golang.org/x/sys/unix"
 
 	"github.com/wtx-dev/wtx"
 	"github.com/wtx-dev/wtx/internal/quote"
@@ -233,7 +235,7 @@ func printRunSummary(g *globals, st *wtx.Stage, res *wtx.RunResult) {
 	c := res.Changes.Counts
 	status := fmt.Sprintf("exited %d", res.ExitCode)
 	if res.Signal != "" {
-		status = "killed by " + res.Signal
+		status = "killed by " + signalName(res.Signal)
 	}
 	if res.Settled {
 		fmt.Fprintf(w, "wtx: command %s; it changed nothing, so stage %s is settled as empty (keep it open with --keep)\n", status, st.ID())
@@ -354,4 +356,17 @@ func stoppedJSON(procs []wtx.StoppedProcess) []map[string]any {
 		out = append(out, m)
 	}
 	return out
+}
+
+// signalName names a signal as the shell does (SIGKILL), given its
+// description (killed).
+func signalName(desc string) string {
+	for n := syscall.Signal(1); n < 65; n++ {
+		if n.String() == desc {
+			if name := unix.SignalName(n); name != "" {
+				return name
+			}
+		}
+	}
+	return "signal " + strconv.Quote(desc)
 }

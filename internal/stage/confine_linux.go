@@ -101,10 +101,10 @@ func confineMode(readOnly, noNetwork bool) string {
 // confineAttr makes the last step of a run in a view start in a user and
 // mount namespace nested under the supervisor's.
 func confineAttr(s *nsSpec, a *syscall.SysProcAttr) error {
-	if !s.View {
+	if !s.confined() {
 		return nil
 	}
-	if !s.Probe && s.Upper != "" && !confineDisabled(s, disableConfineState) {
+	if !s.Probe && (s.Upper != "" || s.Keep != "") && !confineDisabled(s, disableConfineState) {
 		if err := hideState(s); err != nil {
 			return &ExecError{Confinement: true, Message: "stage: confinement: " + err.Error()}
 		}
@@ -115,6 +115,13 @@ func confineAttr(s *nsSpec, a *syscall.SysProcAttr) error {
 		}
 	}
 	if confineDisabled(s, disableConfineUserNS) {
+		return nil
+	}
+	if s.Isolate && !freshProc() {
+		// A copy or clone view is contained by its PID namespace all the
+		// same; without a /proc of its own the last step cannot be
+		// nested (its id maps are written through /proc), so the
+		// command runs in the supervisor's namespaces.
 		return nil
 	}
 	if err := nestAttr(a); err != nil {
@@ -133,15 +140,46 @@ func confineAttr(s *nsSpec, a *syscall.SysProcAttr) error {
 // workspace. Nothing in the view needs the state root by path once the
 // overlay is mounted (the kernel reaches the upper and work directories
 // through the mount). The nested namespace locks the bind.
+//
+// A copy or clone view lies in the state root itself (s.Keep): it is bound
+// over itself again, from the writable mount beneath, once the state root
+// is read-only.
 func hideState(s *nsSpec) error {
 	dir := filepath.Dir(s.Upper) // the stage's directory
+	if s.Upper == "" {
+		dir = filepath.Dir(s.Keep)
+	}
 	if p := filepath.Dir(dir); filepath.Base(p) == "stages" {
 		dir = filepath.Dir(p)
+	}
+	keep := -1
+	if s.Keep != "" {
+		fd, err := unix.Open(s.Keep, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+		if err != nil {
+			return fmt.Errorf("open the view %s: %w", s.Keep, err)
+		}
+		defer unix.Close(fd)
+		keep = fd
 	}
 	if err := unix.Mount(dir, dir, "", unix.MS_BIND, ""); err != nil {
 		return fmt.Errorf("hide the state root %s: %w", dir, err)
 	}
-	return remountReadOnly(dir)
+	if err := remountReadOnly(dir); err != nil {
+		return err
+	}
+	if keep >= 0 {
+		src := "/proc/self/fd/" + strconv.Itoa(keep)
+		if err := unix.Mount(src, s.Keep, "", unix.MS_BIND, ""); err != nil {
+			return fmt.Errorf("keep the view %s writable: %w", s.Keep, err)
+		}
+	}
+	return nil
+}
+
+// freshProc reports whether /proc is this PID namespace's.
+func freshProc() bool {
+	self, err := os.Readlink("/proc/self")
+	return err == nil && self == strconv.Itoa(os.Getpid())
 }
 
 func nestAttr(a *syscall.SysProcAttr) error {
@@ -200,7 +238,7 @@ func identityMap(file string) ([]syscall.SysProcIDMap, error) {
 // confineExec runs in the last step of a run in a view, on the thread that
 // executes the command: it drops what the mode says and checks the result.
 func confineExec(s *nsSpec) error {
-	if !s.View || confineDisabled(s, disableConfineCaps) {
+	if !s.confined() || confineDisabled(s, disableConfineCaps) {
 		return nil
 	}
 	mode := confineMode(s.ReadOnly, s.NoNetwork)

@@ -26,6 +26,11 @@ const (
 	ContainProcessGroup Containment = "process-group"
 	// ContainNone: nothing holds the command's processes.
 	ContainNone Containment = "none"
+	// ContainBroken: the supervisor (a subreaper) was killed, by the
+	// command or from outside, before the container was empty. The
+	// processes wtx found left over were stopped, but one may have
+	// escaped before (reparented to init).
+	ContainBroken Containment = "broken"
 )
 
 // Complete reports whether every process the command starts is stopped

@@ -1,14 +1,21 @@
 package stage
 
 import (
+	"bytes"
 	"fmt"
 	"io"
 	"os"
 	"os/exec"
 	"runtime"
+	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/wtx-dev/wtx/internal/failpoint"
 )
 
 // helperView is a view whose commands run where the helper builds it.
@@ -19,6 +26,7 @@ type helperView interface {
 // Container is a command started in a view under wtx's supervisor, with
 // every process it starts.
 type Container struct {
+	marker   string // the command's WTX_TX, which its orphans carry
 	cmd      *exec.Cmd
 	control  *os.File
 	ctlMu    sync.Mutex
@@ -52,6 +60,9 @@ func Start(v View, cmd *exec.Cmd, opts RunOptions) (*Container, error) {
 		spec = &nsSpec{Cwd: cmd.Dir, Path: cmd.Path, Args: cmd.Args}
 		if len(spec.Args) == 0 {
 			spec.Args = []string{cmd.Path}
+		}
+		if isolating() && v.Root() != "" {
+			spec.Isolate, spec.PIDNS, spec.Keep = true, true, v.Root()
 		}
 		env := cmd.Env
 		if env == nil {
@@ -103,6 +114,30 @@ func Start(v View, cmd *exec.Cmd, opts RunOptions) (*Container, error) {
 		cmd.SysProcAttr.Setpgid = true
 		spec.CmdPgid = syscall.Getpgrp()
 	}
+	if (c.want == ContainSubreaper || spec.Isolate) && !failpoint.Disabled(disableOrphans) {
+		// Should the subreaper be killed, what it held is reparented to
+		// wtx, which stops it (see Wait), rather than to init.
+		_ = unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) // without it, Wait reports containment broken all the same
+		c.marker = envValue(cmd.Env, "WTX_TX")
+	}
+	var fallback *exec.Cmd
+	if spec.Isolate {
+		// Where the namespaces cannot be made, the same command under
+		// a subreaper.
+		plain := *spec
+		plain.Isolate, plain.PIDNS, plain.Keep = false, false, ""
+		plain.CmdPgid = syscall.Getpgrp()
+		fallback = &exec.Cmd{Env: cmd.Env, Stdin: cmd.Stdin, Stdout: cmd.Stdout, Stderr: cmd.Stderr,
+			ExtraFiles: cmd.ExtraFiles, SysProcAttr: &syscall.SysProcAttr{Setpgid: true}}
+		if cmd.SysProcAttr != nil {
+			sys := *cmd.SysProcAttr
+			sys.Setpgid, sys.Pdeathsig = true, 0
+			fallback.SysProcAttr = &sys
+		}
+		if err := helperCommand(fallback, &plain); err != nil {
+			return nil, err
+		}
+	}
 	if err := helperCommand(cmd, spec); err != nil {
 		return nil, err
 	}
@@ -113,7 +148,12 @@ func Start(v View, cmd *exec.Cmd, opts RunOptions) (*Container, error) {
 		// is gone.
 		runtime.LockOSThread()
 		defer runtime.UnlockOSThread()
-		if err := startHelper(cmd); err != nil {
+		err := startHelper(cmd)
+		if err != nil && fallback != nil {
+			cmd, c.cmd, c.want = fallback, fallback, ContainSubreaper
+			err = startHelper(cmd)
+		}
+		if err != nil {
 			started <- err
 			return
 		}
@@ -200,5 +240,134 @@ func (c *Container) Wait() (*Outcome, error) {
 		out.Signal = int(ws.Signal())
 		out.ExitCode = 128 + out.Signal
 	}
+	if c.want == ContainSubreaper {
+		// The subreaper is gone: whatever it held is wtx's child now.
+		out.Containment = ContainBroken
+		if !failpoint.Disabled(disableOrphans) {
+			out.Stopped = killOrphans(c.marker)
+		}
+	}
 	return out, nil
+}
+
+// disableOrphans is the negative control's switch: wtx neither adopts nor
+// stops what a killed subreaper leaves.
+const disableOrphans = "contain-orphans"
+
+// envValue is the value of key in env, or "".
+func envValue(env []string, key string) string {
+	for i := len(env) - 1; i >= 0; i-- {
+		if k, v, ok := strings.Cut(env[i], "="); ok && k == key {
+			return v
+		}
+	}
+	return ""
+}
+
+// killOrphans stops the processes a killed subreaper left to wtx: each
+// child of this process whose environment names the stage (marker, the
+// command's WTX_TX), and everything below it. It repeats until none is
+// left (or a few seconds have passed), reaping them.
+func killOrphans(marker string) []Proc {
+	if marker == "" {
+		return nil
+	}
+	me := os.Getpid()
+	want := []byte("WTX_TX=" + marker + "\x00")
+	var stopped []Proc
+	seen := map[int]bool{}
+	deadline := time.Now().Add(5 * time.Second)
+	for time.Now().Before(deadline) {
+		var roots []int
+		for _, p := range childrenOf(me) {
+			env, err := os.ReadFile("/proc/" + strconv.Itoa(p) + "/environ")
+			if err == nil && bytes.Contains(append([]byte{0}, env...), append([]byte{0}, want...)) {
+				roots = append(roots, p)
+			}
+		}
+		var all []int
+		for _, r := range roots {
+			all = append(all, r)
+			all = append(all, treeBelow(r)...)
+		}
+		for _, p := range all {
+			_ = unix.Kill(p, unix.SIGSTOP) // it may have ended since: no fork while the tree is killed
+		}
+		for _, p := range all {
+			if !seen[p] {
+				seen[p] = true
+				stopped = append(stopped, Proc{PID: p, Comm: commOf(p)})
+			}
+			_ = unix.Kill(p, unix.SIGKILL) // it may have ended since
+		}
+		for p := range seen {
+			var ws unix.WaitStatus
+			_, _ = unix.Wait4(p, &ws, unix.WNOHANG, nil) // not (yet) wtx's child: next round
+		}
+		alive := false
+		for p := range seen {
+			if _, err := os.Stat("/proc/" + strconv.Itoa(p)); err == nil {
+				alive = true
+			}
+		}
+		if len(all) == 0 && !alive {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return stopped
+}
+
+// childrenOf lists the processes whose parent is pid.
+func childrenOf(pid int) []int {
+	var out []int
+	raw, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/task/" + strconv.Itoa(pid) + "/children")
+	if err == nil {
+		for _, f := range strings.Fields(string(raw)) {
+			if n, err := strconv.Atoi(f); err == nil {
+				out = append(out, n)
+			}
+		}
+		// Children of other threads are children of the process too.
+	}
+	tasks, _ := os.ReadDir("/proc/" + strconv.Itoa(pid) + "/task") // a partial list is the best there is
+	for _, t := range tasks {
+		if t.Name() == strconv.Itoa(pid) {
+			continue
+		}
+		raw, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/task/" + t.Name() + "/children")
+		if err != nil {
+			continue
+		}
+		for _, f := range strings.Fields(string(raw)) {
+			if n, err := strconv.Atoi(f); err == nil {
+				out = append(out, n)
+			}
+		}
+	}
+	return out
+}
+
+// treeBelow lists every process below pid.
+func treeBelow(pid int) []int {
+	var out []int
+	queue := []int{pid}
+	for len(queue) > 0 {
+		p := queue[0]
+		queue = queue[1:]
+		for _, c := range childrenOf(p) {
+			out = append(out, c)
+			queue = append(queue, c)
+		}
+	}
+	return out
+}
+
+// commOf is the command name of pid, or "".
+func commOf(pid int) string {
+	raw, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/comm")
+	if err != nil {
+		return ""
+	}
+	return strings.TrimSuffix(string(raw), "\n")
 }

@@ -62,6 +62,12 @@ type nsSpec struct {
 	Args    []string
 	// Probe asks for a self-test instead of a command: see probeOverlay.
 	Probe bool
+	// Isolate asks the supervisor of a view that needs no mount (copy,
+	// clone) to run in new user, PID and mount namespaces all the same,
+	// with Keep, the view's directory under the state root, the one part
+	// of the state root that stays writable.
+	Isolate bool
+	Keep    string
 }
 
 // specVersion is the first byte of an encoded nsSpec.
@@ -110,6 +116,8 @@ func (s *nsSpec) encode() string {
 	b = binenc.AppendString(b, s.Cwd)
 	b = binenc.AppendString(b, s.Path)
 	b = appendStrings(b, s.Args)
+	b = appendBool(b, s.Isolate)
+	b = binenc.AppendString(b, s.Keep)
 	return base64.RawURLEncoding.EncodeToString(b)
 }
 
@@ -151,6 +159,8 @@ func decodeSpec(arg string) (*nsSpec, error) {
 	s.CmdPgid = int(d.Uvarint())
 	s.Cwd, s.Path = d.String(), d.String()
 	s.Args = strs()
+	s.Isolate = b()
+	s.Keep = d.String()
 	if d.Err() == nil && d.Len() != 0 {
 		d.Fail(errors.New("trailing bytes"))
 	}

@@ -330,6 +330,10 @@ func helperCommand(cmd *exec.Cmd, spec *nsSpec) error {
 	if cmd.SysProcAttr == nil {
 		cmd.SysProcAttr = &syscall.SysProcAttr{}
 	}
+	if spec.Isolate {
+		isolateAttr(cmd.SysProcAttr)
+		return nil
+	}
 	if !spec.View && !spec.Probe {
 		return nil
 	}

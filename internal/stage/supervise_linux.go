@@ -118,8 +118,13 @@ func supervise(s *nsSpec) int {
 	signal.Notify(sigchld, unix.SIGCHLD)
 	fwd := make(chan os.Signal, 8)
 	signal.Notify(fwd, unix.SIGINT, unix.SIGTERM, unix.SIGHUP, unix.SIGQUIT, unix.SIGWINCH, unix.SIGUSR1, unix.SIGUSR2)
-	if s.View {
+	switch {
+	case s.View:
 		if err := enterView(s); err != nil {
+			return sv.fail("%v", err)
+		}
+	case s.Isolate:
+		if err := enterIsolated(); err != nil {
 			return sv.fail("%v", err)
 		}
 	}

@@ -47,7 +47,7 @@ func ttyInjectExec(s *nsSpec) error {
 		return nil // an architecture without a filter here
 	}
 	err := installFilter(prog)
-	if errors.Is(err, unix.EACCES) && s.View && confineMode(s.ReadOnly, s.NoNetwork) != confineRoot {
+	if errors.Is(err, unix.EACCES) && s.confined() && confineMode(s.ReadOnly, s.NoNetwork) != confineRoot {
 		// confineExec sets no_new_privs for these runs; set it now if this
 		// hook runs first.
 		if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
@@ -58,7 +58,7 @@ func ttyInjectExec(s *nsSpec) error {
 	switch {
 	case err == nil:
 		return nil
-	case errors.Is(err, unix.EACCES) && !s.View:
+	case errors.Is(err, unix.EACCES) && !s.confined():
 		return nil // no privilege for it, and nothing promised (see above)
 	}
 	return fmt.Errorf("confinement: filter terminal input injection: %w", err)
