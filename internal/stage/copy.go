@@ -173,9 +173,9 @@ var errStopWalk = errors.New("stop walk")
 func refuseConfinement(backend string, opts RunOptions) error {
 	switch {
 	case opts.ReadOnly:
-		return confinementErrorf("cannot make the view read-only: the %s backend has no namespace to confine the command in (the overlay backend has)", backend)
+		return confinementErrorf("cannot make the view read-only: the %s backend does not confine the command that way (the overlay backend does)", backend)
 	case opts.NoNetwork:
-		return confinementErrorf("cannot cut the command off the network: the %s backend has no namespace to confine the command in (the overlay backend has)", backend)
+		return confinementErrorf("cannot cut the command off the network: the %s backend does not confine the command that way (the overlay backend does)", backend)
 	}
 	return nil
 }
