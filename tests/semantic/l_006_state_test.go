@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/wtx-dev/wtx/internal/wtxtest"
 )
 
 // stateScript tries to write wtx's state root from inside a run: a file at
@@ -87,6 +89,53 @@ func TestL006_StateRootNegativeControl(t *testing.T) {
 			}
 			if len(planted(t, r.state)) == 0 {
 				t.Errorf("with the state root left writable, nothing was planted: the check cannot fail")
+			}
+		})
+	}
+}
+
+// TestL005_ProposeOnlyRunCannotPlantState checks L-005 with L-006: the
+// command of an MCP run on a --propose-only server, on every backend that
+// stages here, cannot write the state root (a planted journal would be
+// recovered into the workspace by the person's next wtx command, with no
+// approval), while its write in the view is staged. With the protection
+// off (failpoint build, WTX_DISABLE=confine-state) the overlay run must
+// plant it, or the check could not fail.
+func TestL005_ProposeOnlyRunCannotPlantState(t *testing.T) {
+	for _, backend := range []string{"overlay", "copy"} {
+		t.Run(backend, func(t *testing.T) {
+			t.Parallel()
+			for _, off := range []bool{false, true} {
+				if off && backend != "overlay" {
+					continue
+				}
+				ws, state := mcpWorkspace(t, map[string]string{"a.txt": "one\n"})
+				if r := runWtx(t, ws, state, "run", "--backend", backend, "--", "true"); r.code != 0 {
+					t.Skipf("the %s backend cannot stage here: %s", backend, r.stderr)
+				}
+				var env []string
+				if off {
+					env = []string{"WTX_DISABLE=confine-state"}
+				}
+				s := startMCP(t, wtxtest.Binary(t, off), ws, state, env, "--propose-only")
+				tx := s.beginStage(map[string]any{"backend": backend})
+				script := `echo x > "$0/planted"; for d in "$0"/workspaces/*/; do mkdir -p "$d/journal/op-planted"; done; echo made > b.txt; true`
+				if r := s.call("run", map[string]any{"tx": tx, "argv": []string{"sh", "-c", script, state}}); r.IsError {
+					t.Fatalf("run: %s", r.text())
+				}
+				got := planted(t, state)
+				switch {
+				case off && len(got) == 0:
+					t.Errorf("with the state root left writable, the run planted nothing: the check cannot fail")
+				case !off && len(got) > 0:
+					t.Errorf("an MCP run wrote the state root: %v", got)
+				}
+				if r := runWtx(t, ws, state, "list"); r.code != 0 && !off {
+					t.Errorf("wtx list after the run: %d %s", r.code, r.stderr)
+				}
+				if data, _ := os.ReadFile(filepath.Join(ws, "a.txt")); string(data) != "one\n" && !off {
+					t.Errorf("the workspace changed: a.txt = %q", data)
+				}
 			}
 		})
 	}
