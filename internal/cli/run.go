@@ -16,6 +16,7 @@ import (
 
 	"github.com/wtx-dev/wtx"
 	"github.com/wtx-dev/wtx/internal/quote"
+	"github.com/wtx-dev/wtx/internal/stage"
 )
 
 func newRunCommand(g *globals) *cobra.Command {
@@ -236,6 +237,11 @@ func printRunSummary(g *globals, st *wtx.Stage, res *wtx.RunResult) {
 	status := fmt.Sprintf("exited %d", res.ExitCode)
 	if res.Signal != "" {
 		status = "killed by " + signalName(res.Signal)
+	}
+	if res.Containment == string(stage.ContainBroken) {
+		// The status is the supervisor's: the command's own was lost
+		// with it.
+		status = "lost its supervisor (" + status + "), its status unknown"
 	}
 	if res.Settled {
 		fmt.Fprintf(w, "wtx: command %s; it changed nothing, so stage %s is settled as empty (keep it open with --keep)\n", status, st.ID())
