@@ -154,7 +154,9 @@ func (h *harness) cycle(i int) (acked, crashed bool, violation string) {
 	}
 	before := wtxtest.MustSnapshot(t, ws)
 	after := wtxtest.MustSnapshot(t, scratch)
-	if code, _, stderr := h.wtx(ws, nil, "run", "--", "sh", "-c", script); code != 0 {
+	// --keep: a script whose net change is empty must still leave a stage
+	// for the apply below (a run that changed nothing settles it otherwise).
+	if code, _, stderr := h.wtx(ws, nil, "run", "--keep", "--", "sh", "-c", script); code != 0 {
 		t.Fatalf("cycle %d: wtx run exited %d: %s", i, code, stderr)
 	}
 	// Everything up to here is durable: the power cut is aimed at the apply.
