@@ -114,11 +114,9 @@ func Start(v View, cmd *exec.Cmd, opts RunOptions) (*Container, error) {
 		cmd.SysProcAttr.Setpgid = true
 		spec.CmdPgid = syscall.Getpgrp()
 	}
-	if (c.want == ContainSubreaper || spec.Isolate) && !failpoint.Disabled(disableOrphans) {
-		// Should the subreaper be killed, what it held is reparented to
-		// wtx, which stops it (see Wait), rather than to init.
-		_ = unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) // without it, Wait reports containment broken all the same
-		c.marker = envValue(cmd.Env, "WTX_TX")
+	c.marker = envValue(cmd.Env, "WTX_TX")
+	if c.want == ContainSubreaper {
+		adoptOrphans()
 	}
 	var fallback *exec.Cmd
 	if spec.Isolate {
@@ -151,6 +149,7 @@ func Start(v View, cmd *exec.Cmd, opts RunOptions) (*Container, error) {
 		err := startHelper(cmd)
 		if err != nil && fallback != nil {
 			cmd, c.cmd, c.want = fallback, fallback, ContainSubreaper
+			adoptOrphans()
 			err = startHelper(cmd)
 		}
 		if err != nil {
@@ -253,6 +252,16 @@ func (c *Container) Wait() (*Outcome, error) {
 // disableOrphans is the negative control's switch: wtx neither adopts nor
 // stops what a killed subreaper leaves.
 const disableOrphans = "contain-orphans"
+
+// adoptOrphans makes wtx a child subreaper: should a subreaper supervisor
+// be killed, what it held is reparented to wtx, which stops it (see Wait),
+// rather than to init.
+func adoptOrphans() {
+	if failpoint.Disabled(disableOrphans) {
+		return
+	}
+	_ = unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) // without it, Wait reports containment broken all the same
+}
 
 // envValue is the value of key in env, or "".
 func envValue(env []string, key string) string {
