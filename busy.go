@@ -212,12 +212,59 @@ func (s *Stage) Running(ctx context.Context) (*RunInfo, error) {
 
 // settleInterrupted marks every run of the stage that never finished as
 // interrupted: the caller holds the busy lock, so no run is alive. The
-// stage stays open, with whatever its command wrote before it was killed.
+// stage stays open, with whatever its command wrote before it was killed,
+// and each such run gets its receipt: kind run, its command, the change
+// set as found now, no exit status, interrupted.
 func (s *Stage) settleInterrupted(ctx context.Context) error {
+	pending, err := s.unfinishedRuns(ctx)
+	if err != nil || len(pending) == 0 {
+		return err
+	}
+	// The change set as the killed run left it. A stage whose view cannot
+	// be scanned still gets its runs marked; their receipts then carry no
+	// change set.
+	cs, csErr := s.Changes(ctx, nil)
+	if csErr != nil {
+		cs = nil
+		s.ws.log.Warn("scan of an interrupted run's stage", "tx", s.ID(), "err", csErr)
+	}
+	unlock, err := s.ws.lockWorkspace(ctx)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	// Under the workspace lock, so that two commands finding the stage
+	// free do not both write the receipt.
+	pending, err = s.unfinishedRuns(ctx)
+	if err != nil {
+		return err
+	}
+	for _, op := range pending {
+		if !failpoint.Disabled("interrupted-receipt") {
+			r := s.newReceipt("run", cs)
+			r.Command = append([]string{}, op.Argv...)
+			r.Interrupted = true
+			if cs != nil {
+				r.ResultDigest = viewDigest(cs)
+			}
+			if err := s.ws.storeReceipt(ctx, &r); err != nil {
+				return err
+			}
+		}
+		if err := s.setRunStatus(ctx, op.Seq, op, RunInterrupted); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// unfinishedRuns returns the stage's run ops still marked running.
+func (s *Stage) unfinishedRuns(ctx context.Context) ([]TxOp, error) {
 	rows, err := s.ws.db.ListTxOps(ctx, s.ID())
 	if err != nil {
-		return AsError(err)
+		return nil, AsError(err)
 	}
+	var out []TxOp
 	for _, r := range rows {
 		if r.Kind != "run" {
 			continue
@@ -226,16 +273,10 @@ func (s *Stage) settleInterrupted(ctx context.Context) error {
 		if json.Unmarshal(r.Body, &op) != nil || op.Status != RunRunning {
 			continue
 		}
-		op.Status = RunInterrupted
-		body, err := json.Marshal(op)
-		if err != nil {
-			return AsError(err)
-		}
-		if err := s.ws.db.UpdateTxOpBody(ctx, s.ID(), r.Seq, body); err != nil {
-			return AsError(err)
-		}
+		op.Seq = r.Seq
+		out = append(out, op)
 	}
-	return nil
+	return out, nil
 }
 
 // setRunStatus records the status of the run op seq.

@@ -63,6 +63,10 @@ type Receipt struct {
 	// "pid-namespace" or "subreaper" (all were stopped with it),
 	// "process-group" or "none" (a process that detached itself was not).
 	Containment string `json:"containment,omitempty"`
+	// Interrupted (runs only): the run's wtx was killed before it finished;
+	// the change set is the one found afterwards and the exit status is
+	// unknown (ExitCode nil).
+	Interrupted bool   `json:"interrupted,omitempty"`
 	Digest      string `json:"digest"`
 }
 

@@ -224,13 +224,7 @@ func (s *Stage) Run(ctx context.Context, argv []string, opts RunOptions) (*RunRe
 	}
 	code := res.ExitCode
 	r.ExitCode = &code
-	view := make([]tree.Entry, 0, len(cs.view))
-	for _, e := range cs.view {
-		if e.Type != tree.Special {
-			view = append(view, e)
-		}
-	}
-	r.ResultDigest = tree.Digest(view)
+	r.ResultDigest = viewDigest(cs)
 	if err := s.ws.storeReceipt(ctx, &r); err != nil {
 		return nil, err
 	}
@@ -242,6 +236,18 @@ func (s *Stage) Run(ctx context.Context, argv []string, opts RunOptions) (*RunRe
 		res.Settled = s.row.State == StateEmpty
 	}
 	return res, nil
+}
+
+// viewDigest is the digest of the view cs was scanned from (special files
+// left out: they are never applied).
+func viewDigest(cs *ChangeSet) string {
+	view := make([]tree.Entry, 0, len(cs.view))
+	for _, e := range cs.view {
+		if e.Type != tree.Special {
+			view = append(view, e)
+		}
+	}
+	return tree.Digest(view)
 }
 
 // settleEmpty settles an open stage with an empty change set as

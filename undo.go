@@ -325,6 +325,12 @@ func (w *Workspace) Receipt(ctx context.Context, ref string) (*Receipt, error) {
 	if err != nil {
 		return nil, err
 	}
+	if s.State() == StateOpen {
+		// A run its killed wtx left unfinished gets its receipt now.
+		if _, err := s.Running(ctx); err != nil {
+			return nil, err
+		}
+	}
 	rs, err := s.Receipts(ctx)
 	if err != nil {
 		return nil, err

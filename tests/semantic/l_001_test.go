@@ -1,6 +1,7 @@
 package semantic
 
 import (
+	"encoding/json"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -9,6 +10,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/wtx-dev/wtx/internal/wtxtest"
 )
@@ -183,5 +185,90 @@ func TestL001_KilledRunInterrupted(t *testing.T) {
 	e.must("apply", tx)
 	if got, err := os.ReadFile(filepath.Join(e.ws, "k.txt")); err != nil || string(got) != "before\n" {
 		t.Errorf("k.txt after apply: %q, %v", got, err)
+	}
+}
+
+// TestL001_KilledRunReceiptInterrupted checks the receipt of a killed run:
+// once the stage is free again, 'wtx receipt T' is that run's receipt —
+// its command, the change set as found (f), no exit status, interrupted —
+// and 'receipt verify' accepts it, and refuses it without the interrupted
+// field.
+func TestL001_KilledRunReceiptInterrupted(t *testing.T) {
+	e := newLCEnv(t, false)
+	tx, r := killedRunReceipt(t, e, false)
+	if r.code != 0 {
+		t.Fatalf("wtx receipt %s after the kill: %s", tx, r)
+	}
+	var a struct {
+		Receipt map[string]any `json:"receipt"`
+	}
+	if err := json.Unmarshal([]byte(r.stdout), &a); err != nil {
+		t.Fatalf("receipt answer: %v\n%s", err, r.stdout)
+	}
+	rc := a.Receipt
+	cmd, _ := rc["command"].([]any)
+	counts, _ := rc["counts"].(map[string]any)
+	if rc["kind"] != "run" || rc["interrupted"] != true || rc["exit_code"] != nil || len(cmd) != 3 || cmd[0] != "sh" ||
+		counts["added"] != float64(1) {
+		t.Errorf("receipt of the killed run: %v; want kind run, interrupted, exit_code null, command sh -c …, one path added", rc)
+	}
+	body, err := json.Marshal(rc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := filepath.Join(t.TempDir(), "r.json")
+	if err := os.WriteFile(p, body, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	e.must("receipt", "verify", p)
+	// Control: the same receipt without its interrupted field fails.
+	delete(rc, "interrupted")
+	body, _ = json.Marshal(rc) // it marshalled a moment ago
+	if err := os.WriteFile(p, body, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if r := e.run("receipt", "verify", p); r.code == 0 {
+		t.Errorf("receipt verify accepts the receipt without its interrupted field: %s", r)
+	}
+	// The stage stays open with what the command wrote.
+	if a := e.answer(e.must("--json", "status", tx)); a.State != "open" || len(a.Changes) != 1 || a.Changes[0].Path != "f" {
+		t.Errorf("after the kill: state %s, changes %+v; want open with f", a.State, a.Changes)
+	}
+}
+
+// TestL001_KilledRunReceiptNegativeControl switches the interrupted run's
+// receipt off: 'wtx receipt T' then finds none, which the test above
+// would see.
+func TestL001_KilledRunReceiptNegativeControl(t *testing.T) {
+	e := newLCEnv(t, true, "WTX_DISABLE=interrupted-receipt")
+	tx, r := killedRunReceipt(t, e, true)
+	if r.code == 0 {
+		t.Errorf("with the receipt switched off, wtx receipt %s still answers: %s", tx, r)
+	}
+}
+
+// killedRunReceipt SIGKILLs a real 'wtx run -- sh -c "echo x > f; sleep"'
+// once f is written, waits until the stage is free (by 'wtx status' when
+// viaStatus is set, else by asking for the receipt until there is one),
+// and asks for its receipt.
+func killedRunReceipt(t *testing.T, e *lcEnv, viaStatus bool) (string, wtxResult) {
+	token := sleepToken()
+	b := e.startRun(token, "--", "sh", "-c", `echo x > f; : > "$MARKS/written"; `+token)
+	e.waitMark("written", b)
+	tx := e.stageTx()
+	b.stop(syscall.SIGKILL)
+	if viaStatus {
+		e.waitRunning(tx, false)
+		return tx, e.run("--json", "receipt", tx)
+	}
+	// Free again once every process of the run is gone (wtx receipt does
+	// not wait for it).
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		r := e.run("--json", "receipt", tx)
+		if r.code == 0 || time.Now().After(deadline) || !strings.Contains(r.stdout, "no receipt") {
+			return tx, r
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 }
