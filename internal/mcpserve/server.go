@@ -555,17 +555,27 @@ type RunIn struct {
 
 // RunOut answers run.
 type RunOut struct {
-	Tx              string       `json:"tx"`
-	ExitCode        int          `json:"exit_code"`
-	Signal          string       `json:"signal,omitempty" jsonschema:"the signal that ended the command, if one did"`
-	TimedOut        bool         `json:"timed_out,omitempty" jsonschema:"set when the command ran past its timeout and was stopped"`
-	Stdout          string       `json:"stdout"`
-	StdoutB64       string       `json:"stdout_b64,omitempty" jsonschema:"standard output, base64, when it is not UTF-8 (stdout is then empty)"`
-	Stderr          string       `json:"stderr"`
-	StderrB64       string       `json:"stderr_b64,omitempty" jsonschema:"standard error, base64, when it is not UTF-8 (stderr is then empty)"`
-	Truncated       bool         `json:"truncated,omitempty" jsonschema:"set when output was cut to the last 64 KiB of each stream"`
-	ChangesetDigest string       `json:"changeset_digest"`
-	Changes         []wtx.Change `json:"changes"`
+	Tx              string        `json:"tx"`
+	ExitCode        int           `json:"exit_code"`
+	Signal          string        `json:"signal,omitempty" jsonschema:"the signal that ended the command, if one did"`
+	TimedOut        bool          `json:"timed_out,omitempty" jsonschema:"set when the command ran past its timeout and was stopped"`
+	Stdout          string        `json:"stdout"`
+	StdoutB64       string        `json:"stdout_b64,omitempty" jsonschema:"standard output, base64, when it is not UTF-8 (stdout is then empty)"`
+	Stderr          string        `json:"stderr"`
+	StderrB64       string        `json:"stderr_b64,omitempty" jsonschema:"standard error, base64, when it is not UTF-8 (stderr is then empty)"`
+	Truncated       bool          `json:"truncated,omitempty" jsonschema:"set when output was cut to the last 64 KiB of each stream"`
+	ChangesetDigest string        `json:"changeset_digest"`
+	Changes         []wtx.Change  `json:"changes"`
+	Containment     string        `json:"containment" jsonschema:"what held the command's processes: pid-namespace or subreaper (every process it started was stopped with it), process-group, none or broken"`
+	Stopped         []StoppedOut  `json:"stopped" jsonschema:"processes the command left running that were stopped after it"`
+	LeftOut         []wtx.LeftOut `json:"left_out" jsonschema:"paths the command wrote under the stage's exclude selectors: never applied"`
+}
+
+// StoppedOut is one process a command left running, stopped after it.
+type StoppedOut struct {
+	PID     int    `json:"pid"`
+	Comm    string `json:"comm"`
+	CommB64 string `json:"comm_b64,omitempty" jsonschema:"the process name, base64, when it is not UTF-8"`
 }
 
 // tail keeps the last n bytes written to it.
@@ -641,11 +651,16 @@ func (h *handlers) run(ctx context.Context, _ *mcp.CallToolRequest, in RunIn) (*
 		return nil, RunOut{}, fail(err)
 	}
 	out := RunOut{Tx: st.ID(), ExitCode: res.ExitCode, Signal: res.Signal, TimedOut: timedOut,
-		Truncated: stdout.cut || stderr.cut, Changes: []wtx.Change{}}
+		Truncated: stdout.cut || stderr.cut, Changes: []wtx.Change{}, Containment: res.Containment,
+		Stopped: []StoppedOut{}, LeftOut: []wtx.LeftOut{}}
+	for _, p := range res.Stopped {
+		out.Stopped = append(out.Stopped, StoppedOut{PID: p.PID, Comm: jsonname.Text(p.Comm), CommB64: jsonname.B64(p.Comm)})
+	}
 	out.Stdout, out.StdoutB64 = textOr(stdout.String())
 	out.Stderr, out.StderrB64 = textOr(stderr.String())
 	if res.Changes != nil {
 		out.ChangesetDigest, out.Changes = res.Changes.Digest, nonNil(res.Changes.Changes)
+		out.LeftOut = nonNil(res.Changes.LeftOut)
 	}
 	return nil, out, nil
 }
