@@ -2,9 +2,12 @@ package wtx
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"sort"
 
+	"github.com/wtx-dev/wtx/internal/failpoint"
+	"github.com/wtx-dev/wtx/internal/stage"
 	"github.com/wtx-dev/wtx/internal/tree"
 )
 
@@ -82,6 +85,10 @@ type ChangeSet struct {
 	// LeftOut lists what a command wrote under the stage's exclude
 	// selectors: never part of the change set, never applied (I-008).
 	LeftOut []LeftOut
+	// RootMode is set when the view's root has another mode than the
+	// workspace root had when the stage opened. wtx does not apply a
+	// change to the root itself: it is reported, never part of Changes.
+	RootMode *RootModeChange
 
 	changes []tree.Change // the selection
 	all     []tree.Change // the whole change set
@@ -134,7 +141,43 @@ func (s *Stage) Changes(ctx context.Context, paths []string) (*ChangeSet, error)
 	cs := newChangeSet(tree.Select(all, sels), m, entries, special)
 	cs.all = all
 	cs.LeftOut = leftOutOf(v)
+	cs.RootMode = s.rootModeChange(v)
 	return cs, nil
+}
+
+// RootModeChange is a change of the workspace root's own mode made in a
+// stage (permission bits).
+type RootModeChange struct {
+	Was, Now uint32
+}
+
+// Notice says what happened and that it is not applied.
+func (r *RootModeChange) Notice() string {
+	return fmt.Sprintf("the command changed the mode of the workspace root (%04o → %04o); wtx does not apply changes to the root itself", r.Was, r.Now)
+}
+
+// MarshalJSON writes the modes as octal text, with the notice.
+func (r RootModeChange) MarshalJSON() ([]byte, error) {
+	return json.Marshal(struct {
+		Was    string `json:"was"`
+		Now    string `json:"now"`
+		Notice string `json:"notice"`
+	}{fmt.Sprintf("%04o", r.Was), fmt.Sprintf("%04o", r.Now), r.Notice()})
+}
+
+// rootModeChange compares the view's root with the workspace root's mode
+// recorded at open. A stage opened before the mode was recorded, or a view
+// that cannot tell, says nothing.
+func (s *Stage) rootModeChange(v stage.View) *RootModeChange {
+	rm, ok := v.(stage.RootModer)
+	if s.cfg.RootMode == nil || !ok || failpoint.Disabled("root-mode") {
+		return nil
+	}
+	now, err := rm.RootMode()
+	if err != nil || now == *s.cfg.RootMode {
+		return nil
+	}
+	return &RootModeChange{Was: *s.cfg.RootMode, Now: now}
 }
 
 func newChangeSet(cs []tree.Change, m *tree.Manifest, view []tree.Entry, special []string) *ChangeSet {

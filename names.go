@@ -293,12 +293,13 @@ type stageConfigJSON struct {
 	ProtectB64 []string      `json:"protect_b64,omitempty"`
 	Skipped    []BackendSkip `json:"skipped,omitempty"`
 	Ops        []string      `json:"ops,omitempty"`
+	RootMode   *uint32       `json:"root_mode,omitempty"`
 }
 
 // MarshalJSON writes the configuration with byte-safe selectors.
 func (c stageConfig) MarshalJSON() ([]byte, error) {
 	return json.Marshal(stageConfigJSON{jsonname.Texts(c.Exclude), jsonname.B64s(c.Exclude), jsonname.Texts(c.Share), jsonname.B64s(c.Share),
-		jsonname.Texts(c.Protect), jsonname.B64s(c.Protect), c.Skipped, c.Ops})
+		jsonname.Texts(c.Protect), jsonname.B64s(c.Protect), c.Skipped, c.Ops, c.RootMode})
 }
 
 // UnmarshalJSON reads what MarshalJSON writes.
@@ -308,7 +309,7 @@ func (c *stageConfig) UnmarshalJSON(data []byte) error {
 		return err
 	}
 	var err error
-	out := stageConfig{Skipped: j.Skipped, Ops: j.Ops}
+	out := stageConfig{Skipped: j.Skipped, Ops: j.Ops, RootMode: j.RootMode}
 	if out.Exclude, err = jsonname.Names(j.Exclude, j.ExcludeB64); err != nil {
 		return fmt.Errorf("exclude: %w", err)
 	}
@@ -422,32 +423,33 @@ func (op Op) MarshalJSON() ([]byte, error) {
 }
 
 type statusJSON struct {
-	Tx               string        `json:"tx"`
-	Name             string        `json:"name,omitempty"`
-	State            string        `json:"state"`
-	Running          bool          `json:"running"`
-	Run              *RunInfo      `json:"run,omitempty"`
-	Backend          string        `json:"backend"`
-	Skipped          []BackendSkip `json:"backend_skipped"`
-	View             string        `json:"view"`
-	Created          time.Time     `json:"created"`
-	Exclude          []string      `json:"exclude"`
-	ExcludeB64       []string      `json:"exclude_b64,omitempty"`
-	Share            []string      `json:"share"`
-	ShareB64         []string      `json:"share_b64,omitempty"`
-	Protect          []string      `json:"protect"`
-	ProtectB64       []string      `json:"protect_b64,omitempty"`
-	Counts           Counts        `json:"counts"`
-	ChangesetDigest  string        `json:"changeset_digest"`
-	Changes          []Change      `json:"changes"`
-	Drift            []Conflict    `json:"drift"`
-	StaleReads       []Conflict    `json:"stale_reads"`
-	Special          []string      `json:"special"`
-	SpecialB64       []string      `json:"special_b64,omitempty"`
-	LeftOut          []LeftOut     `json:"left_out"`
-	Ops              []string      `json:"ops"`
-	TxOps            []TxOp        `json:"tx_ops"`
-	NotTransactional []string      `json:"not_transactional"`
+	Tx               string          `json:"tx"`
+	Name             string          `json:"name,omitempty"`
+	State            string          `json:"state"`
+	Running          bool            `json:"running"`
+	Run              *RunInfo        `json:"run,omitempty"`
+	Backend          string          `json:"backend"`
+	Skipped          []BackendSkip   `json:"backend_skipped"`
+	View             string          `json:"view"`
+	Created          time.Time       `json:"created"`
+	Exclude          []string        `json:"exclude"`
+	ExcludeB64       []string        `json:"exclude_b64,omitempty"`
+	Share            []string        `json:"share"`
+	ShareB64         []string        `json:"share_b64,omitempty"`
+	Protect          []string        `json:"protect"`
+	ProtectB64       []string        `json:"protect_b64,omitempty"`
+	Counts           Counts          `json:"counts"`
+	ChangesetDigest  string          `json:"changeset_digest"`
+	Changes          []Change        `json:"changes"`
+	Drift            []Conflict      `json:"drift"`
+	StaleReads       []Conflict      `json:"stale_reads"`
+	Special          []string        `json:"special"`
+	SpecialB64       []string        `json:"special_b64,omitempty"`
+	LeftOut          []LeftOut       `json:"left_out"`
+	RootMode         *RootModeChange `json:"root_mode_change,omitempty"`
+	Ops              []string        `json:"ops"`
+	TxOps            []TxOp          `json:"tx_ops"`
+	NotTransactional []string        `json:"not_transactional"`
 }
 
 // MarshalJSON writes the status with byte-safe selectors and names.
@@ -455,7 +457,7 @@ func (s Status) MarshalJSON() ([]byte, error) {
 	return json.Marshal(statusJSON{s.Tx, s.Name, s.State, s.Running, s.Run, s.Backend, s.Skipped, s.View, s.Created,
 		jsonname.Texts(s.Exclude), jsonname.B64s(s.Exclude), jsonname.Texts(s.Share), jsonname.B64s(s.Share),
 		jsonname.Texts(s.Protect), jsonname.B64s(s.Protect), s.Counts, s.ChangesetDigest, s.Changes, s.Drift, s.StaleReads,
-		jsonname.Texts(s.Special), jsonname.B64s(s.Special), s.LeftOut, s.Ops, s.TxOps, s.NotTransactional})
+		jsonname.Texts(s.Special), jsonname.B64s(s.Special), s.LeftOut, s.RootMode, s.Ops, s.TxOps, s.NotTransactional})
 }
 
 // shellQuote writes a name as one POSIX shell word, for the commands a

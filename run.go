@@ -229,7 +229,9 @@ func (s *Stage) Run(ctx context.Context, argv []string, opts RunOptions) (*RunRe
 		return nil, err
 	}
 	res.Receipt = &r
-	if opts.SettleEmpty && len(cs.all) == 0 && len(cs.Special) == 0 && len(s.cfg.Ops) == 0 {
+	// A changed root mode is nothing to apply, but the stage stays open
+	// so that a person sees it (status says so).
+	if opts.SettleEmpty && len(cs.all) == 0 && len(cs.Special) == 0 && len(s.cfg.Ops) == 0 && cs.RootMode == nil {
 		if err := s.settleEmpty(ctx); err != nil {
 			return nil, err
 		}

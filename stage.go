@@ -48,6 +48,9 @@ type stageConfig struct {
 	Protect []string      `json:"protect,omitempty"`
 	Skipped []BackendSkip `json:"skipped,omitempty"`
 	Ops     []string      `json:"ops,omitempty"`
+	// RootMode is the workspace root's permission bits when the stage
+	// opened; nil for stages opened before it was recorded.
+	RootMode *uint32 `json:"root_mode,omitempty"`
 }
 
 // Stage is one transaction over a workspace.
@@ -180,6 +183,14 @@ func (w *Workspace) Begin(ctx context.Context, opts BeginOptions) (*Stage, error
 			Workspace: w.path, Dir: dir, Exclude: exclude, Share: share, Progress: opts.Progress,
 		})
 	}
+	var rootMode *uint32
+	if err == nil {
+		// The root's mode is not in the base manifest (it has no entry for
+		// the root): the stage records it to see a command change it.
+		if m, merr := stage.DirMode(w.path); merr == nil {
+			rootMode = &m
+		}
+	}
 	unlock()
 	if err != nil {
 		return nil, stagingError(err)
@@ -188,7 +199,7 @@ func (w *Workspace) Begin(ctx context.Context, opts BeginOptions) (*Stage, error
 	if err := writeManifest(dir, m); err != nil {
 		return nil, AsError(err)
 	}
-	cfg := stageConfig{Exclude: exclude.Strings(), Share: share.Strings(), Protect: opts.Protect, Skipped: skipped}
+	cfg := stageConfig{Exclude: exclude.Strings(), Share: share.Strings(), Protect: opts.Protect, Skipped: skipped, RootMode: rootMode}
 	raw, err := json.Marshal(cfg)
 	if err != nil {
 		return nil, AsError(err)

@@ -14,25 +14,26 @@ type Status struct {
 	State string `json:"state"`
 	// Running is set while a command run in the stage holds it (L-001);
 	// Run says which wtx process started it and when, where recorded.
-	Running          bool          `json:"running"`
-	Run              *RunInfo      `json:"run,omitempty"`
-	Backend          string        `json:"backend"`
-	Skipped          []BackendSkip `json:"backend_skipped"`
-	View             string        `json:"view"` // "frozen" (copy, clone) or "live" (overlay)
-	Created          time.Time     `json:"created"`
-	Exclude          []string      `json:"exclude"`
-	Share            []string      `json:"share"`
-	Protect          []string      `json:"protect"`
-	Counts           Counts        `json:"counts"`
-	ChangesetDigest  string        `json:"changeset_digest"`
-	Changes          []Change      `json:"changes"`
-	Drift            []Conflict    `json:"drift"`
-	StaleReads       []Conflict    `json:"stale_reads"`
-	Special          []string      `json:"special"`
-	LeftOut          []LeftOut     `json:"left_out"` // a command's writes under --exclude: never applied (I-008)
-	Ops              []string      `json:"ops"`
-	TxOps            []TxOp        `json:"tx_ops"`
-	NotTransactional []string      `json:"not_transactional"`
+	Running          bool            `json:"running"`
+	Run              *RunInfo        `json:"run,omitempty"`
+	Backend          string          `json:"backend"`
+	Skipped          []BackendSkip   `json:"backend_skipped"`
+	View             string          `json:"view"` // "frozen" (copy, clone) or "live" (overlay)
+	Created          time.Time       `json:"created"`
+	Exclude          []string        `json:"exclude"`
+	Share            []string        `json:"share"`
+	Protect          []string        `json:"protect"`
+	Counts           Counts          `json:"counts"`
+	ChangesetDigest  string          `json:"changeset_digest"`
+	Changes          []Change        `json:"changes"`
+	Drift            []Conflict      `json:"drift"`
+	StaleReads       []Conflict      `json:"stale_reads"`
+	Special          []string        `json:"special"`
+	LeftOut          []LeftOut       `json:"left_out"` // a command's writes under --exclude: never applied (I-008)
+	RootMode         *RootModeChange `json:"root_mode_change,omitempty"`
+	Ops              []string        `json:"ops"`
+	TxOps            []TxOp          `json:"tx_ops"`
+	NotTransactional []string        `json:"not_transactional"`
 }
 
 // Status reports the stage: its change set (restricted to paths when
@@ -74,6 +75,7 @@ func (s *Stage) Status(ctx context.Context, paths []string) (*Status, error) {
 	if cs.LeftOut != nil {
 		st.LeftOut = cs.LeftOut
 	}
+	st.RootMode = cs.RootMode
 	root, err := fsx.OpenRoot(s.ws.path)
 	if err != nil {
 		return nil, AsError(err)

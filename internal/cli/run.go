@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/base64"
 	"fmt"
+	"io"
 	"os"
 	"os/signal"
 	"strconv"
@@ -137,6 +138,9 @@ func runRun(ctx context.Context, g *globals, begin wtx.BeginOptions, tx string, 
 		"containment": res.Containment, "stopped": stoppedJSON(res.Stopped),
 	}
 	putNames(fields, "special", res.Changes.Special)
+	if res.Changes.RootMode != nil {
+		fields["root_mode_change"] = res.Changes.RootMode
+	}
 	if res.Signal != "" {
 		fields["signal"] = res.Signal
 	}
@@ -170,6 +174,7 @@ func runRun(ctx context.Context, g *globals, begin wtx.BeginOptions, tx string, 
 		printRunSummary(g, st, res)
 	} else {
 		printLeftOut(g, g.io.Err, res.Changes.LeftOut)
+		printRootMode(g.io.Err, res.Changes.RootMode)
 	}
 	return nil
 }
@@ -261,6 +266,7 @@ func printRunSummary(g *globals, st *wtx.Stage, res *wtx.RunResult) {
 		fmt.Fprintf(w, "  ! %s (FIFO, socket or device: never applied)\n", quote.Path(p))
 	}
 	printLeftOut(g, w, res.Changes.LeftOut)
+	printRootMode(w, res.Changes.RootMode)
 	if line := stoppedLine(res.Stopped); line != "" {
 		fmt.Fprintln(w, line)
 	}
@@ -320,6 +326,14 @@ func joinList(items []string) string {
 		out += s
 	}
 	return out
+}
+
+// printRootMode says that the command changed the workspace root's own
+// mode, which wtx does not apply.
+func printRootMode(w io.Writer, rm *wtx.RootModeChange) {
+	if rm != nil {
+		fmt.Fprintf(w, "wtx: %s\n", rm.Notice())
+	}
 }
 
 // stoppedLine names the processes a command left running that were

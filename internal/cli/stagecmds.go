@@ -225,6 +225,9 @@ may be left out when the workspace has exactly one open stage.`,
 				fmt.Fprintf(w, "  ! %s (FIFO, socket or device: never applied)\n", quote.Path(p))
 			}
 			printLeftOut(g, w, s.LeftOut)
+			if s.RootMode != nil {
+				fmt.Fprintf(w, "notice   %s\n", s.RootMode.Notice())
+			}
 			if len(s.Ops) > 0 {
 				fmt.Fprintf(w, "ops      %s\n", joinList(s.Ops))
 			}
@@ -289,7 +292,7 @@ changes nothing.`,
 							continue // a running stage is not empty yet
 						}
 						cs, err := st.Changes(ctx, nil)
-						if err != nil || len(cs.Changes) > 0 || len(cs.Special) > 0 {
+						if err != nil || len(cs.Changes) > 0 || len(cs.Special) > 0 || cs.RootMode != nil {
 							continue
 						}
 					}

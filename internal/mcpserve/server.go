@@ -555,20 +555,21 @@ type RunIn struct {
 
 // RunOut answers run.
 type RunOut struct {
-	Tx              string        `json:"tx"`
-	ExitCode        int           `json:"exit_code"`
-	Signal          string        `json:"signal,omitempty" jsonschema:"the signal that ended the command, if one did"`
-	TimedOut        bool          `json:"timed_out,omitempty" jsonschema:"set when the command ran past its timeout and was stopped"`
-	Stdout          string        `json:"stdout"`
-	StdoutB64       string        `json:"stdout_b64,omitempty" jsonschema:"standard output, base64, when it is not UTF-8 (stdout is then empty)"`
-	Stderr          string        `json:"stderr"`
-	StderrB64       string        `json:"stderr_b64,omitempty" jsonschema:"standard error, base64, when it is not UTF-8 (stderr is then empty)"`
-	Truncated       bool          `json:"truncated,omitempty" jsonschema:"set when output was cut to the last 64 KiB of each stream"`
-	ChangesetDigest string        `json:"changeset_digest"`
-	Changes         []wtx.Change  `json:"changes"`
-	Containment     string        `json:"containment" jsonschema:"what held the command's processes: pid-namespace or subreaper (every process it started was stopped with it), process-group, none or broken"`
-	Stopped         []StoppedOut  `json:"stopped" jsonschema:"processes the command left running that were stopped after it"`
-	LeftOut         []wtx.LeftOut `json:"left_out" jsonschema:"paths the command wrote under the stage's exclude selectors: never applied"`
+	Tx              string              `json:"tx"`
+	ExitCode        int                 `json:"exit_code"`
+	Signal          string              `json:"signal,omitempty" jsonschema:"the signal that ended the command, if one did"`
+	TimedOut        bool                `json:"timed_out,omitempty" jsonschema:"set when the command ran past its timeout and was stopped"`
+	Stdout          string              `json:"stdout"`
+	StdoutB64       string              `json:"stdout_b64,omitempty" jsonschema:"standard output, base64, when it is not UTF-8 (stdout is then empty)"`
+	Stderr          string              `json:"stderr"`
+	StderrB64       string              `json:"stderr_b64,omitempty" jsonschema:"standard error, base64, when it is not UTF-8 (stderr is then empty)"`
+	Truncated       bool                `json:"truncated,omitempty" jsonschema:"set when output was cut to the last 64 KiB of each stream"`
+	ChangesetDigest string              `json:"changeset_digest"`
+	Changes         []wtx.Change        `json:"changes"`
+	Containment     string              `json:"containment" jsonschema:"what held the command's processes: pid-namespace or subreaper (every process it started was stopped with it), process-group, none or broken"`
+	Stopped         []StoppedOut        `json:"stopped" jsonschema:"processes the command left running that were stopped after it"`
+	LeftOut         []wtx.LeftOut       `json:"left_out" jsonschema:"paths the command wrote under the stage's exclude selectors: never applied"`
+	RootModeChange  *wtx.RootModeChange `json:"root_mode_change,omitempty" jsonschema:"set when the command changed the mode of the workspace root, which wtx does not apply"`
 }
 
 // StoppedOut is one process a command left running, stopped after it.
@@ -661,6 +662,7 @@ func (h *handlers) run(ctx context.Context, _ *mcp.CallToolRequest, in RunIn) (*
 	if res.Changes != nil {
 		out.ChangesetDigest, out.Changes = res.Changes.Digest, nonNil(res.Changes.Changes)
 		out.LeftOut = nonNil(res.Changes.LeftOut)
+		out.RootModeChange = res.Changes.RootMode
 	}
 	return nil, out, nil
 }
