@@ -44,7 +44,7 @@ func checkListing(t *testing.T, what, out string, tabs bool, lines int) {
 	}
 }
 
-// TestI007_ListingsQuoteNames: run summary, status, diff --name-status and
+// TestI007_ListingsQuoteNames (I-007): run summary, status, diff --name-status and
 // --stat, apply --dry-run, the refusal's conflict list, apply/undo/drop-op
 // notices and show's diff headers all quote names with control characters;
 // no name can erase or split a line.
