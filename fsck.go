@@ -307,7 +307,7 @@ func (fk *fsck) database() *state.DB {
 	}
 	if bad == nil {
 		if fk.opts.Reinit {
-			fk.err = errorf(CodeUsage, "the database %s is sound: --reinit replaces only a missing or damaged one", p)
+			fk.err = errorf(CodeUsage, "the database %s is sound: reinitialising replaces only a missing or damaged one", p)
 		}
 		return db
 	}

@@ -232,10 +232,10 @@ func applyEdit(path string, content []byte, old, new string, all bool) ([]byte, 
 	n := bytes.Count(content, []byte(old))
 	switch {
 	case n == 0:
-		return nil, &Error{Code: CodeEditNoMatch, Message: fmt.Sprintf("edit %s: --old matches 0 times", quote.Path(path))}
+		return nil, &Error{Code: CodeEditNoMatch, Message: fmt.Sprintf("edit %s: the old text matches 0 times", quote.Path(path))}
 	case n > 1 && !all:
 		return nil, &Error{Code: CodeEditAmbiguous,
-			Message: fmt.Sprintf("edit %s: --old matches %d times, at lines %s; give more context in --old, or --all to replace every one", quote.Path(path), n, matchLines(content, old))}
+			Message: fmt.Sprintf("edit %s: the old text matches %d times, at lines %s; give it more context, or ask to replace every match", quote.Path(path), n, matchLines(content, old))}
 	}
 	if all {
 		return bytes.ReplaceAll(content, []byte(old), []byte(new)), nil
