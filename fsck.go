@@ -461,7 +461,13 @@ func (fk *fsck) stage(db *state.DB, ws state.Workspace, s state.Stage) {
 	}
 	if txops, err := db.ListTxOps(fk.ctx, s.ID); err == nil {
 		for _, o := range txops {
-			for _, d := range digestsIn(o.Body) {
+			ds, err := digestsIn(o.Body)
+			if err != nil {
+				fk.add(Finding{Kind: FindDBCorrupt, Code: CodeCorrupt, Path: db.Path(), Object: s.ID,
+					Detail: fmt.Sprintf("per-file op %d cannot be read (%v): the objects it needs are unknown", o.Seq, err), Repair: "wtx fsck --reinit"})
+				continue
+			}
+			for _, d := range ds {
 				fk.refs[d] = append(fk.refs[d], fmt.Sprintf("stage %s op %d", s.ID, o.Seq))
 			}
 		}
@@ -631,34 +637,6 @@ func quotedNames(names []string) []string {
 	for i, n := range names {
 		out[i] = quote.Path(n)
 	}
-	return out
-}
-
-// digestsIn returns every "sha256:…" string in a JSON record.
-func digestsIn(raw json.RawMessage) []string {
-	var v any
-	if json.Unmarshal(raw, &v) != nil {
-		return nil
-	}
-	var out []string
-	var walk func(v any)
-	walk = func(v any) {
-		switch x := v.(type) {
-		case string:
-			if strings.HasPrefix(x, "sha256:") {
-				out = append(out, x)
-			}
-		case []any:
-			for _, e := range x {
-				walk(e)
-			}
-		case map[string]any:
-			for _, e := range x {
-				walk(e)
-			}
-		}
-	}
-	walk(v)
 	return out
 }
 

@@ -171,7 +171,9 @@ func (w *Workspace) journalRefs(refs map[string]bool) error {
 					}
 				}
 			}
-			collectDigests(j.Body, refs)
+			if err := collectDigests(j.Body, refs, "the journal of "+op); err != nil {
+				return err
+			}
 		}
 	}
 	return nil
@@ -210,7 +212,9 @@ func (w *Workspace) blobRefs(ctx context.Context, pruneHistory bool) (map[string
 				return nil, AsError(err)
 			}
 			for _, o := range txops {
-				collectDigests(o.Body, refs)
+				if err := collectDigests(o.Body, refs, fmt.Sprintf("stage %s op %d", r.ID, o.Seq)); err != nil {
+					return nil, err
+				}
 			}
 			reads, err := w.db.ReadSet(ctx, r.ID)
 			if err != nil {
@@ -228,24 +232,29 @@ func (w *Workspace) blobRefs(ctx context.Context, pruneHistory bool) (map[string
 			return nil, AsError(err)
 		}
 		for _, o := range ops {
-			collectDigests(o.Body, refs)
+			if err := collectDigests(o.Body, refs, "op "+o.ID); err != nil {
+				return nil, err
+			}
 		}
 	}
 	return refs, nil
 }
 
-// collectDigests adds every "sha256:…" string found in a JSON record.
-func collectDigests(raw json.RawMessage, refs map[string]bool) {
+// digestsIn returns every "sha256:…" string in a JSON record. A record
+// that does not decode is an error: its references are unknown, so nothing
+// it might name can be judged unreferenced.
+func digestsIn(raw json.RawMessage) ([]string, error) {
 	var v any
-	if json.Unmarshal(raw, &v) != nil {
-		return
+	if err := json.Unmarshal(raw, &v); err != nil {
+		return nil, err
 	}
+	var out []string
 	var walk func(v any)
 	walk = func(v any) {
 		switch x := v.(type) {
 		case string:
 			if strings.HasPrefix(x, "sha256:") {
-				refs[x] = true
+				out = append(out, x)
 			}
 		case []any:
 			for _, e := range x {
@@ -258,4 +267,20 @@ func collectDigests(raw json.RawMessage, refs map[string]bool) {
 		}
 	}
 	walk(v)
+	return out, nil
+}
+
+// collectDigests adds every digest a JSON record names to refs. A record
+// that cannot be read (what names it) stops the sweep as io.corrupt.
+func collectDigests(raw json.RawMessage, refs map[string]bool, what string) error {
+	ds, err := digestsIn(raw)
+	if err != nil {
+		return &Error{Code: CodeCorrupt, Err: err,
+			Message: fmt.Sprintf("gc: %s cannot be read (%v): the objects it needs are unknown, so nothing was removed", what, err),
+			Repairs: []Repair{{Action: "fsck", Detail: "check the state root", Command: "wtx fsck"}}}
+	}
+	for _, d := range ds {
+		refs[d] = true
+	}
+	return nil
 }
