@@ -118,7 +118,9 @@ func writeSynthetic(dir string, spec synthSpec) error {
 
 // treeStats summarises a tree: its regular files (sorted, slash-separated,
 // relative to the root), their total size, the number of directories and
-// symlinks, and the deepest file's depth.
+// symlinks, and the deepest file's depth. A version-control directory (.git,
+// and a submodule's or worktree's .git file) is left out at any depth: it is
+// not the tree's content, and the bench changes only the files listed here.
 type treeStats struct {
 	Files    []string `json:"-"`
 	NFiles   int      `json:"files"`
@@ -139,6 +141,12 @@ func statTree(root string) (*treeStats, error) {
 			return err
 		}
 		rel = filepath.ToSlash(rel)
+		if d.Name() == ".git" {
+			if d.IsDir() {
+				return fs.SkipDir
+			}
+			return nil
+		}
 		switch t := d.Type(); {
 		case t.IsDir():
 			st.Dirs++

@@ -3,7 +3,9 @@ package main
 import (
 	"math/rand/v2"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"slices"
 	"testing"
 )
 
@@ -89,5 +91,47 @@ func TestWriteSyntheticIsReproducible(t *testing.T) {
 			t.Fatalf("%s and %s share content; every non-empty file should be unique", f, g)
 		}
 		seen[s] = f
+	}
+}
+
+// TestStatTreeLeavesOutGit: a tree that is a git repository (with a
+// submodule's .git file and a nested repository) never offers a file under
+// .git to change; the bench once appended to .git/packed-refs.
+func TestStatTreeLeavesOutGit(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "repo")
+	for name, body := range map[string]string{
+		"a.c":                      "a\n",
+		"sub/b.c":                  "b\n",
+		".git/packed-refs":         "# pack-refs\n",
+		".git/objects/ab/cdef":     "x",
+		"mod/.git":                 "gitdir: ../.git/modules/mod\n",
+		"mod/c.c":                  "c\n",
+		"nested/.git/HEAD":         "ref: refs/heads/main\n",
+		"nested/d.c":               "d\n",
+		"not.git/e.c":              "e\n",
+		".github/workflows/ci.yml": "on: push\n",
+	} {
+		p := filepath.Join(dir, filepath.FromSlash(name))
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := exec.LookPath("git"); err == nil {
+		cmd := exec.Command("git", "init", "-q", filepath.Join(dir, "real"))
+		cmd.Env = append(os.Environ(), "GIT_CONFIG_GLOBAL=/dev/null", "GIT_CONFIG_NOSYSTEM=1")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("git init: %v\n%s", err, out)
+		}
+	}
+	st, err := statTree(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{".github/workflows/ci.yml", "a.c", "mod/c.c", "nested/d.c", "not.git/e.c", "sub/b.c"}
+	if !slices.Equal(st.Files, want) {
+		t.Fatalf("files = %q, want %q", st.Files, want)
 	}
 }
