@@ -44,6 +44,11 @@ type BeginOptions struct {
 	// Progress, if set, is called while the view is made with the number of
 	// entries staged so far.
 	Progress func(done int)
+	// At, when set, is an op of the workspace (id or unique prefix): the
+	// stage's view and base are then the workspace as it was right after
+	// that op, every later op's writes set back from their recorded
+	// pre-images. The workspace itself is not touched.
+	At string
 }
 
 // ApplyOptions select what an apply writes and which checks it relaxes.

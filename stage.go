@@ -51,6 +51,9 @@ type stageConfig struct {
 	// RootMode is the workspace root's permission bits when the stage
 	// opened; nil for stages opened before it was recorded.
 	RootMode *uint32 `json:"root_mode,omitempty"`
+	// At is the op a stage was opened at (BeginOptions.At): its view and
+	// base are the workspace right after that op.
+	At string `json:"at,omitempty"`
 }
 
 // Stage is one transaction over a workspace.
@@ -134,6 +137,12 @@ func (w *Workspace) Begin(ctx context.Context, opts BeginOptions) (*Stage, error
 	if _, err := tree.ParseSelectors(opts.Protect); err != nil {
 		return nil, &Error{Code: CodeUsage, Message: "--protect: " + err.Error()}
 	}
+	if opts.At != "" {
+		// Known before anything is staged; looked up again under the lock.
+		if _, err := w.Op(ctx, opts.At); err != nil {
+			return nil, err
+		}
+	}
 	backend, skipped, err := chooseBackend(ctx, opts.Backend, w.path, w.stateDir, nil)
 	if err != nil {
 		return nil, err
@@ -191,15 +200,34 @@ func (w *Workspace) Begin(ctx context.Context, opts BeginOptions) (*Stage, error
 			rootMode = &m
 		}
 	}
+	var at string
+	var setBack []string
+	if err == nil && opts.At != "" {
+		var r *reversal
+		if r, err = w.stateAfter(ctx, opts.At); err == nil {
+			at = r.op.ID
+			setBack, err = w.setBack(ctx, view, m, r, append(append(tree.Selectors(nil), exclude...), share...))
+		}
+		if err != nil {
+			view.Close()
+			unlock()
+			return nil, err
+		}
+	}
 	unlock()
 	if err != nil {
 		return nil, stagingError(err)
 	}
 	view.Close()
+	if at != "" {
+		if err := writeReversed(dir, setBack); err != nil {
+			return nil, AsError(err)
+		}
+	}
 	if err := writeManifest(dir, m); err != nil {
 		return nil, AsError(err)
 	}
-	cfg := stageConfig{Exclude: exclude.Strings(), Share: share.Strings(), Protect: opts.Protect, Skipped: skipped, RootMode: rootMode}
+	cfg := stageConfig{Exclude: exclude.Strings(), Share: share.Strings(), Protect: opts.Protect, Skipped: skipped, RootMode: rootMode, At: at}
 	raw, err := json.Marshal(cfg)
 	if err != nil {
 		return nil, AsError(err)

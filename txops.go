@@ -476,6 +476,11 @@ func (s *Stage) DropOps(ctx context.Context, n int) ([]string, error) {
 // again could never clear a stale read. The path's base moves with it, so
 // it stays out of the change set. A path the stage changed is left alone.
 func (s *Stage) refreshUntouched(ctx context.Context, v stage.View, fo stage.FileOps, path string, side *Side, data []byte) (*Side, []byte, error) {
+	if s.isReversed(path) {
+		// Set back to the state after the op the stage was opened at: the
+		// workspace's copy is not what the view is meant to show.
+		return side, data, nil
+	}
 	m, err := s.manifest()
 	if err != nil {
 		return nil, nil, err

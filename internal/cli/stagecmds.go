@@ -17,9 +17,18 @@ func newBeginCommand(g *globals) *cobra.Command {
 		Use:   "begin [STAGE-FLAGS]",
 		Short: "Open an empty stage and print its id",
 		Long: `Open a stage over the workspace without running anything in it, and print its
-id on stdout. Run commands in it later with 'wtx run --tx ID -- CMD'.`,
+id on stdout. Run commands in it later with 'wtx run --tx ID -- CMD'.
+
+With --at OP the view (and the stage's base) is the workspace as it was right
+after op OP: every path a later op wrote is set back, in the view only, to
+what it held before the first of those ops. Applying the stage is checked
+against the workspace as it is now: a path a later op wrote that the stage
+changes again has drifted and is refused (merge it with 'wtx rebase --merge');
+paths set back that the stage leaves alone are not applied (undo the later
+ops with 'wtx undo' for that).`,
 		Example: `  T=$(wtx begin --name fmt)
-  wtx run --tx "$T" -- gofmt -w .`,
+  wtx run --tx "$T" -- gofmt -w .
+  T=$(wtx begin --at op-20261130T081500Z-1a2b3c4d)`,
 		Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, args []string) error {
 			ws, err := g.open(c.Context())
@@ -33,15 +42,27 @@ id on stdout. Run commands in it later with 'wtx run --tx ID -- CMD'.`,
 			if err != nil {
 				return err
 			}
+			setBack, err := st.Reversed()
+			if err != nil {
+				return err
+			}
 			if g.json {
-				return g.emit("begin", map[string]any{"tx": st.ID(), "name": st.Name(), "backend": st.Backend(),
-					"backend_skipped": orEmpty(st.Skipped()), "base_digest": st.BaseDigest()})
+				ans := map[string]any{"tx": st.ID(), "name": st.Name(), "backend": st.Backend(),
+					"backend_skipped": orEmpty(st.Skipped()), "base_digest": st.BaseDigest()}
+				if st.At() != "" {
+					ans["at"], ans["set_back"] = st.At(), len(setBack)
+				}
+				return g.emit("begin", ans)
 			}
 			fmt.Fprintln(g.io.Out, st.ID())
+			if st.At() != "" && !g.quiet {
+				fmt.Fprintf(g.io.Err, "view: the workspace right after %s (%d path(s) set back; the workspace is untouched)\n", st.At(), len(setBack))
+			}
 			return nil
 		},
 	}
 	addStageFlags(cmd.Flags(), &begin)
+	cmd.Flags().StringVar(&begin.At, "at", "", "open the stage on the workspace as it was right after op `OP` (later ops set back in the view)")
 	return cmd
 }
 

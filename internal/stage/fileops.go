@@ -1,9 +1,11 @@
 package stage
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"strings"
 
@@ -36,6 +38,11 @@ func (v *copyView) Remove(ctx context.Context, rel string) error {
 // writeInTree writes rel beneath the tree at root through directory
 // handles, via a temporary file renamed over the name.
 func writeInTree(root, rel string, data []byte, perm fs.FileMode) error {
+	return writeReaderInTree(root, rel, bytes.NewReader(data), perm)
+}
+
+// writeReaderInTree is writeInTree with the content read from data.
+func writeReaderInTree(root, rel string, data io.Reader, perm fs.FileMode) error {
 	r, err := fsx.OpenRoot(root)
 	if err != nil {
 		return err
@@ -61,7 +68,7 @@ func writeInTree(root, rel string, data []byte, perm fs.FileMode) error {
 	if err != nil {
 		return err
 	}
-	_, err = f.Write(data)
+	_, err = io.Copy(f, data)
 	if err == nil {
 		err = f.Chmod(perm & fs.ModePerm)
 	}

@@ -57,6 +57,8 @@ func fileOpMain(args []string) int {
 			}
 		case len(args) == 2 && args[0] == "rm":
 			err = removeInTree(dir, args[1])
+		case len(args) == 1 && args[0] == "restore":
+			err = restoreMain()
 		default:
 			err = fmt.Errorf("usage: %s write REL PERM | rm REL", fileOpArg)
 		}
