@@ -240,7 +240,8 @@ func (s *Stage) apply(ctx context.Context, opts ApplyOptions) (res *ApplyResult,
 	if err != nil {
 		return nil, err
 	}
-	settle := func() error { return s.advanceBase(ctx, cs, slices.Concat(todo, already)) }
+	// Settling runs past the commit marker: an interrupt does not stop it.
+	settle := func() error { return s.advanceBase(context.WithoutCancel(ctx), cs, slices.Concat(todo, already)) }
 	if err := s.ws.commitOp(ctx, a, rec, todo, settle); err != nil {
 		return nil, err
 	}
@@ -312,6 +313,7 @@ func (a *applier) payloads(ctx context.Context, s *Stage, cs []tree.Change) erro
 	defer v.Close()
 	for i := range cs {
 		c := &cs[i]
+		a.ws.progress(PhaseRead, i, len(cs))
 		if c.New == nil || c.New.Type != tree.File || a.partial[c.Path] {
 			continue
 		}
@@ -362,6 +364,9 @@ func (a *applier) check(ctx context.Context, cs []tree.Change) (todo, already []
 		c := cs[i]
 		if err := ctx.Err(); err != nil {
 			return nil, nil, nil, err
+		}
+		if !a.readOnly {
+			a.ws.progress(PhaseCheck, i, len(cs))
 		}
 		cur, found, cerr := a.current(ctx, c.Path, selected)
 		if cerr != nil {
@@ -608,6 +613,7 @@ func (a *applier) execute(ctx context.Context, recs []journal.Record) (err error
 			}
 		}
 		failpoint.Hit("apply:step")
+		a.ws.progress(PhaseWrite, i, len(recs))
 		if a.progress != nil && (i%256 == 0 || i == len(recs)-1) {
 			a.progress(i+1, len(recs))
 		}

@@ -103,6 +103,12 @@ func (w *Workspace) commitOp(ctx context.Context, a *applier, rec *opRecord, cha
 		return AsError(fmt.Errorf("commit %s: %w", rec.Op.ID, err))
 	}
 	failpoint.Hit("apply:committed")
+	// Past the marker the op has happened: an interrupt (Ctrl-C) no longer
+	// stops it, the rest (record, settle, drop the journal) runs to the end
+	// so the caller can say it finished.
+	if !failpoint.Disabled("finish-after-commit") {
+		ctx = context.WithoutCancel(ctx)
+	}
 	clean := a.cleanup()
 	if err := w.recordOp(ctx, *rec); err != nil {
 		return err

@@ -138,6 +138,10 @@ func (s *Stage) fileDiffs(ctx context.Context, cs *ChangeSet) ([]textdiff.FileDi
 	var unavailable []string
 	for i := range cs.changes {
 		c := &cs.changes[i]
+		s.ws.progress(PhaseDiff, i, len(cs.changes))
+		if err := ctx.Err(); err != nil {
+			return nil, nil, err
+		}
 		fd := textdiff.FileDiff{Path: c.Path, OldMode: gitMode(c.Old), NewMode: gitMode(c.New)}
 		if fd.OldMode == 0 && fd.NewMode == 0 {
 			continue // directories only

@@ -110,7 +110,10 @@ func (w *Workspace) GC(ctx context.Context, opts GCOptions) (*GCResult, error) {
 		return nil, err
 	}
 	grace := min(opts.OlderThan, BlobGrace)
+	walked := 0
 	err = w.blobs.Walk(ctx, func(d blob.Digest, size int64) error {
+		walked++
+		w.progress(PhaseSweep, walked, 0)
 		if refs[string(d)] {
 			return nil
 		}

@@ -26,6 +26,10 @@ type Options struct {
 	// NoRecover skips the recovery of interrupted applies that Open
 	// otherwise runs first (for a caller that recovers explicitly).
 	NoRecover bool
+	// Progress, if set, hears now and then how far a long operation got
+	// (apply, undo, diff, gc, a copy backend's view): see Progress. It is
+	// called often and must return quickly.
+	Progress func(Progress)
 }
 
 // BeginOptions configure a new stage.

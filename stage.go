@@ -166,8 +166,14 @@ func (w *Workspace) Begin(ctx context.Context, opts BeginOptions) (*Stage, error
 	if err != nil {
 		return nil, err
 	}
+	staged := func(n int) {
+		if opts.Progress != nil {
+			opts.Progress(n)
+		}
+		w.progress(PhaseStage, n, 0)
+	}
 	view, m, err := backend.Open(ctx, stage.OpenRequest{
-		Workspace: w.path, Dir: dir, Exclude: exclude, Share: share, Progress: opts.Progress,
+		Workspace: w.path, Dir: dir, Exclude: exclude, Share: share, Progress: staged,
 	})
 	// A backend that cannot stage this workspace's content (an overlay
 	// without root, and files of a group it cannot map) makes "auto" take
@@ -189,7 +195,7 @@ func (w *Workspace) Begin(ctx context.Context, opts BeginOptions) (*Stage, error
 			break
 		}
 		view, m, err = backend.Open(ctx, stage.OpenRequest{
-			Workspace: w.path, Dir: dir, Exclude: exclude, Share: share, Progress: opts.Progress,
+			Workspace: w.path, Dir: dir, Exclude: exclude, Share: share, Progress: staged,
 		})
 	}
 	var rootMode *uint32

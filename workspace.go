@@ -30,6 +30,8 @@ type Workspace struct {
 	blobs    *blob.Store
 	log      *slog.Logger
 	now      func() time.Time
+	// onProgress is Options.Progress.
+	onProgress func(Progress)
 	// recovered reports what Open's recovery did, if it ran.
 	recovered *RecoverResult
 }
@@ -91,6 +93,8 @@ func Open(ctx context.Context, dir string, opts Options) (*Workspace, error) {
 		blobs:    blobs,
 		log:      opts.Logger,
 		now:      opts.Now,
+
+		onProgress: opts.Progress,
 	}
 	if w.log == nil {
 		w.log = slog.New(slog.DiscardHandler)

@@ -74,7 +74,9 @@ turns it off. Output to a pipe or a file is never paged.`,
 			if pg != nil {
 				out = pg
 			}
-			res, err := st.WriteDiff(ctx, out, opts)
+			work := g.longWork("diff")
+			res, err := st.WriteDiff(ctx, work.writer(out), opts)
+			work.end()
 			if pg != nil {
 				pg.wait()
 			}
@@ -149,13 +151,14 @@ EXIT STATUS
 				return err
 			}
 			defer ws.Close()
-			opts.Progress = g.progressOf("applying")
+			work := g.longWork("applying")
 			res, err := st.Apply(ctx, opts)
-			if opts.Progress != nil {
-				g.endProgress()
-			}
+			work.end()
 			if err != nil {
 				return err
+			}
+			if !res.DryRun && res.OpID != "" {
+				g.finished = "apply " + res.OpID
 			}
 			if g.json {
 				f := map[string]any{"tx": st.ID(), "op_id": res.OpID, "changes": orEmpty(res.Changes),

@@ -31,7 +31,9 @@ forward from the same point.`,
 				return err
 			}
 			defer ws.Close()
+			work := g.longWork("forking " + st.ID())
 			f, err := st.Fork(ctx, opts)
+			work.end()
 			if err != nil {
 				return err
 			}
@@ -76,7 +78,9 @@ than an hour (or than --older-than, when that is less) is kept besides.`,
 				return err
 			}
 			defer ws.Close()
+			work := g.longWork("gc")
 			res, err := ws.GC(ctx, opts)
+			work.end()
 			if err != nil {
 				return err
 			}

@@ -44,6 +44,12 @@ type globals struct {
 	noColor bool
 	getenv  func(string) string
 
+	// meter holds the library's latest progress report (see longWork).
+	meter meter
+	// finished names the op a command completed; an interrupt that came
+	// too late to stop it is then reported as such (see Run).
+	finished string
+
 	// exitCode, when set by a command, is the process exit status even
 	// without an error (wtx run passes CMD's status through).
 	exitCode *int
@@ -77,13 +83,36 @@ func Run(ctx context.Context, args []string, streams Streams, getenv func(string
 	if cmd != nil {
 		name = cmd.Name()
 	}
+	signalled := ctx.Err() != nil
 	if err != nil {
+		if signalled && errors.Is(err, context.Canceled) {
+			// Stopped before its commit point: every command undoes what
+			// it did to the workspace before it returns such an error.
+			return g.interrupted(name, "interrupted; the workspace is unchanged")
+		}
 		return g.fail(name, err)
+	}
+	if signalled && g.finished != "" {
+		return g.interrupted(name, fmt.Sprintf("interrupted after %s passed its commit point; it finished", g.finished))
 	}
 	if g.exitCode != nil {
 		return *g.exitCode
 	}
 	return 0
+}
+
+// exitInterrupted is the exit status after SIGINT or SIGTERM, as a shell
+// reports a command a signal stopped (128 + SIGINT).
+const exitInterrupted = 130
+
+// interrupted reports an interrupt and what state it left: msg.
+func (g *globals) interrupted(command, msg string) int {
+	if g.json {
+		writeJSON(g.io.Out, errorEnvelope(command, &wtx.Error{Code: wtx.CodeInternal, Message: msg}, exitInterrupted))
+	} else {
+		fmt.Fprintln(g.io.Err, "wtx: "+msg)
+	}
+	return exitInterrupted
 }
 
 // fail reports err (as text on stderr, or JSON on stdout) and returns the
@@ -187,7 +216,7 @@ func (g *globals) open(ctx context.Context) (*wtx.Workspace, error) {
 	if err != nil {
 		return nil, err
 	}
-	ws, err := wtx.Open(ctx, dir, wtx.Options{StateDir: sd, Home: g.home(), NoRecover: g.noRecover,
+	ws, err := wtx.Open(ctx, dir, wtx.Options{StateDir: sd, Home: g.home(), NoRecover: g.noRecover, Progress: g.meter.report,
 		InStage: wtx.InStage{Tx: g.getenv("WTX_TX"), Workspace: g.getenv("WTX_WORKSPACE")}})
 	if err != nil {
 		return nil, err

@@ -105,9 +105,14 @@ listed (exit 2).`,
 				return err
 			}
 			defer ws.Close()
+			work := g.longWork("undoing " + args[0])
 			res, err := ws.Undo(ctx, args[0])
+			work.end()
 			if err != nil {
 				return err
+			}
+			if res.OpID != "" {
+				g.finished = "undo " + res.OpID
 			}
 			if g.json {
 				f := map[string]any{"op_id": res.OpID, "undoes": res.Undoes, "receipt": res.Receipt}

@@ -2,36 +2,129 @@ package cli
 
 import (
 	"fmt"
+	"io"
 	"io/fs"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/wtx-dev/wtx"
 )
 
-// progress returns a callback that shows a progress line on a terminal
-// stderr, or nil when stderr is not a terminal or output is quiet or JSON.
-func (g *globals) progress(what string) func(int) {
+// Progress lines: a long command (apply, undo, diff, gc, fork, a copy
+// backend's staging) says how far it got on a terminal stderr once it has
+// taken progressDelay, redrawn every progressEvery; never on a pipe, under
+// --json or --quiet.
+const (
+	progressDelay = time.Second
+	progressEvery = 200 * time.Millisecond
+)
+
+// meter holds the latest report of the library (wtx.Options.Progress),
+// which it writes from any goroutine.
+type meter struct {
+	phase, done, total atomic.Int64
+}
+
+func (m *meter) report(p wtx.Progress) {
+	m.phase.Store(int64(p.Phase))
+	m.done.Store(int64(p.Done))
+	m.total.Store(int64(p.Total))
+}
+
+// work is one long command's progress line; end clears it.
+type work struct {
+	g     *globals
+	what  string
+	start time.Time
+	stop  chan struct{}
+	ended chan struct{}
+	once  sync.Once
+	drawn bool // read after ended is closed
+}
+
+// longWork starts the progress line of what (e.g. "applying"). It draws
+// nothing before progressDelay; end must be called (it is idempotent).
+func (g *globals) longWork(what string) *work {
+	w := &work{g: g, what: what, start: time.Now()}
 	if !g.io.ErrTTY || g.quiet || g.json {
-		return nil
+		return w
 	}
-	return func(n int) {
-		fmt.Fprintf(g.io.Err, "\r\x1b[Kwtx: %s: %d entries", what, n)
+	g.meter.report(wtx.Progress{})
+	w.stop, w.ended = make(chan struct{}), make(chan struct{})
+	go w.loop()
+	return w
+}
+
+func (w *work) loop() {
+	defer close(w.ended)
+	t := time.NewTimer(progressDelay)
+	defer t.Stop()
+	select {
+	case <-w.stop:
+		return
+	case <-t.C:
+	}
+	tick := time.NewTicker(progressEvery)
+	defer tick.Stop()
+	for {
+		w.draw()
+		select {
+		case <-w.stop:
+			return
+		case <-tick.C:
+		}
 	}
 }
 
-// progressOf returns a callback that shows "done/total" on a terminal
-// stderr, or nil (see progress).
-func (g *globals) progressOf(what string) func(done, total int) {
-	if !g.io.ErrTTY || g.quiet || g.json {
-		return nil
+func (w *work) draw() {
+	m := &w.g.meter
+	line := "wtx: " + w.what
+	if ph := wtx.Phase(m.phase.Load()); ph != 0 {
+		line += ": " + ph.String()
+		switch done, total := m.done.Load(), m.total.Load(); {
+		case total > 0:
+			line += fmt.Sprintf(" %d/%d (%d%%)", done, total, done*100/total)
+		case done > 0:
+			line += fmt.Sprintf(" %d", done)
+		}
 	}
-	return func(done, total int) {
-		fmt.Fprintf(g.io.Err, "\r\x1b[Kwtx: %s: %d/%d", what, done, total)
-	}
+	line += fmt.Sprintf(", %ds", int(time.Since(w.start).Seconds()))
+	fmt.Fprint(w.g.io.Err, "\r\x1b[K"+line)
+	w.drawn = true
 }
 
-// endProgress clears the progress line.
-func (g *globals) endProgress() {
-	if g.io.ErrTTY && !g.quiet && !g.json {
-		fmt.Fprint(g.io.Err, "\r\x1b[K")
+// end stops the line and clears it if it was drawn.
+func (w *work) end() {
+	if w.stop == nil {
+		return
 	}
+	w.once.Do(func() {
+		close(w.stop)
+		<-w.ended
+		if w.drawn {
+			fmt.Fprint(w.g.io.Err, "\r\x1b[K")
+		}
+	})
+}
+
+// writer returns out wrapped so that the first write ends the progress
+// line (output on the same terminal must not mix with it).
+func (w *work) writer(out io.Writer) io.Writer {
+	if w.stop == nil {
+		return out
+	}
+	return endingWriter{w: w, out: out}
+}
+
+type endingWriter struct {
+	w   *work
+	out io.Writer
+}
+
+func (e endingWriter) Write(p []byte) (int, error) {
+	e.w.end()
+	return e.out.Write(p)
 }
 
 func fsMode(m uint64) fs.FileMode { return fs.FileMode(m) }

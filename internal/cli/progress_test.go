@@ -4,18 +4,23 @@ import (
 	"bytes"
 	"strings"
 	"testing"
+
+	"github.com/wtx-dev/wtx"
 )
 
 func TestProgressOnlyOnATerminal(t *testing.T) {
 	var errb bytes.Buffer
 	g := &globals{io: Streams{Err: &errb, ErrTTY: true}}
-	p := g.progressOf("applying")
-	if p == nil {
-		t.Fatal("no progress on a terminal")
+	w := g.longWork("applying")
+	w.end()
+	if errb.Len() != 0 {
+		t.Fatalf("work that ended before %v drew %q", progressDelay, errb.String())
 	}
-	p(3, 10)
-	g.endProgress()
-	if got := errb.String(); !strings.Contains(got, "wtx: applying: 3/10") || !strings.HasSuffix(got, "\r\x1b[K") {
+	w = g.longWork("applying")
+	g.meter.report(wtx.Progress{Phase: wtx.PhaseWrite, Done: 3, Total: 10})
+	w.draw()
+	w.end()
+	if got := errb.String(); !strings.Contains(got, "wtx: applying: writing 3/10 (30%)") || !strings.HasSuffix(got, "\r\x1b[K") {
 		t.Fatalf("progress wrote %q", got)
 	}
 	for _, g := range []*globals{
@@ -23,8 +28,8 @@ func TestProgressOnlyOnATerminal(t *testing.T) {
 		{io: Streams{Err: &errb, ErrTTY: true}, json: true},  // --json
 		{io: Streams{Err: &errb, ErrTTY: true}, quiet: true}, // --quiet
 	} {
-		if g.progressOf("applying") != nil || g.progress("staging") != nil {
-			t.Fatalf("progress shown with %+v", g)
+		if w := g.longWork("applying"); w.stop != nil {
+			t.Fatalf("progress started with %+v", g)
 		}
 	}
 }

@@ -104,9 +104,9 @@ func runRun(ctx context.Context, g *globals, begin wtx.BeginOptions, tx string, 
 			return err
 		}
 	} else {
-		begin.Progress = g.progress("staging")
+		work := g.longWork("staging")
 		st, err = ws.Begin(ctx, begin)
-		g.endProgress()
+		work.end()
 		if err != nil {
 			return err
 		}

@@ -36,9 +36,9 @@ ops with 'wtx undo' for that).`,
 				return err
 			}
 			defer ws.Close()
-			begin.Progress = g.progress("staging")
+			work := g.longWork("staging")
 			st, err := ws.Begin(c.Context(), begin)
-			g.endProgress()
+			work.end()
 			if err != nil {
 				return err
 			}
