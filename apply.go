@@ -1057,10 +1057,22 @@ func (s *Stage) opRecord(opID string, cs *ChangeSet, opts ApplyOptions, res *App
 	r.Approved = opts.Approve
 	r.Paths = append(r.Paths, opts.Paths...)
 	r.ResultDigest = tree.Digest(tree.Result(cs.base.Entries, append(append([]tree.Change(nil), todo...), already...)))
-	return &opRecord{
+	rec := &opRecord{
 		Op:      state.Op{ID: opID, WorkspaceID: s.ws.id, StageID: s.ID(), Kind: "apply", State: "committed", Body: body, CreatedAt: now},
 		Receipt: r,
-	}, nil
+	}
+	if fs := opts.flowStep; fs != nil {
+		fs.Result.OpID, fs.Result.StageID = opID, s.ID()
+		fs.Result.Written = append([]string(nil), res.Written...)
+		fs.Result.ChangesetDigest, fs.Result.Counts, fs.Result.ResultDigest = cs.Digest, cs.Counts, r.ResultDigest
+		fs.Result.Receipts = append(fs.Result.Receipts, r.ID)
+		if len(fs.Result.NotTransactional) == 0 {
+			fs.Result.NotTransactional = r.NotTransactional
+		}
+		step := *fs
+		rec.Step = &step
+	}
+	return rec, nil
 }
 
 func sameInode(fi os.FileInfo, st fsx.Stat) bool {

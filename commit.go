@@ -18,6 +18,9 @@ import (
 type opRecord struct {
 	Op      state.Op `json:"op"`
 	Receipt Receipt  `json:"receipt"`
+	// Step, for the apply of a flow step, is the step's result: recordOp
+	// writes it in the op's transaction, so a recovered op records it too.
+	Step *flowStepRecord `json:"flow_step,omitempty"`
 }
 
 func (w *Workspace) journalDir() string {
@@ -146,8 +149,19 @@ func (w *Workspace) recordOp(ctx context.Context, rec opRecord) error {
 		if err := tx.InsertOp(ctx, rec.Op); err != nil {
 			return err
 		}
-		return tx.InsertReceipt(ctx, state.Receipt{ID: rec.Receipt.ID, Kind: rec.Receipt.Kind, WorkspaceID: w.id,
-			StageID: rec.Receipt.Tx, OpID: rec.Op.ID, Body: body, CreatedAt: rec.Receipt.CreatedAt})
+		if err := tx.InsertReceipt(ctx, state.Receipt{ID: rec.Receipt.ID, Kind: rec.Receipt.Kind, WorkspaceID: w.id,
+			StageID: rec.Receipt.Tx, OpID: rec.Op.ID, Body: body, CreatedAt: rec.Receipt.CreatedAt}); err != nil {
+			return err
+		}
+		if rec.Step == nil {
+			return nil
+		}
+		failpoint.Hit("flow:record-step")
+		row, err := rec.Step.row(rec.Op.CreatedAt)
+		if err != nil {
+			return err
+		}
+		return tx.PutFlowStep(ctx, row)
 	})
 	if err != nil {
 		return AsError(fmt.Errorf("record op %s: %w", rec.Op.ID, err))

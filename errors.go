@@ -61,6 +61,12 @@ const (
 	CodeCorrupt     = "io.corrupt"                // stored content or state does not match its digest (I-002, I-005)
 	CodeStateLost   = "io.state-missing"          // database, journal or blob that should exist is gone (I-005)
 	CodeReserved    = "usage.reserved-name"       // a name wtx keeps for itself (.wtx-tmp-*)
+
+	// Flows.
+	CodeRunNotFound     = "not-found.run"              // no flow run by that id or name
+	CodeRunAbandoned    = "precondition.run-abandoned" // the flow run was abandoned
+	CodeStepFailed      = "precondition.step-failed"   // a step's command failed or timed out (recorded in its result)
+	CodeProposalRefused = "refusal.proposal"           // an agent's proposal leaves the step's allowlist (W-005)
 )
 
 // Sentinel errors that callers branch on. Every *Error wraps the sentinel of

@@ -81,4 +81,9 @@ type ApplyOptions struct {
 	// Each path must be part of the selection (Paths). Expect is checked
 	// against the selection before it is narrowed to hunks.
 	Hunks map[string][]int
+
+	// flowStep, when set, is the flow step attempt this apply completes:
+	// its result travels in the op record and is recorded with the op, in
+	// the same transaction (W-001).
+	flowStep *flowStepRecord
 }

@@ -300,7 +300,7 @@ EXIT STATUS
 		newStatusCommand(g), newDiffCommand(g), newReviewCommand(g), newApplyCommand(g), newDropCommand(g),
 		newForkCommand(g))
 	group("agent", newReadCommand(g), newWriteCommand(g), newEditCommand(g), newRmCommand(g),
-		newRebaseCommand(g), newDropOpCommand(g), newBatchCommand(g), newMCPCommand(g))
+		newRebaseCommand(g), newDropOpCommand(g), newBatchCommand(g), newMCPCommand(g), newFlowCommand(g))
 	group("history", newLogCommand(g), newShowCommand(g), newUndoCommand(g), newRecoverCommand(g),
 		newReceiptCommand(g), newGCCommand(g), newFsckCommand(g))
 	root.InitDefaultCompletionCmd()

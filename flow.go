@@ -1,0 +1,983 @@
+package wtx
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"hash"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/wtx-dev/wtx/internal/failpoint"
+	"github.com/wtx-dev/wtx/internal/jsonname"
+	"github.com/wtx-dev/wtx/internal/quote"
+	"github.com/wtx-dev/wtx/internal/state"
+	"github.com/wtx-dev/wtx/internal/tree"
+)
+
+// StepStatus is the state of one attempt of a flow step.
+type StepStatus int
+
+// Step attempt states. persisted: the numbers are stored in flow_steps.
+const (
+	// StepStarted: the attempt began and has no result yet; found later, it
+	// was interrupted.
+	StepStarted StepStatus = 1 // persisted
+	// StepDone: the step's change was applied (or it changed nothing); its
+	// result is recorded with its op.
+	StepDone StepStatus = 2 // persisted
+	// StepFailed: the command failed, timed out, or its change or proposal
+	// was refused; nothing was applied.
+	StepFailed StepStatus = 3 // persisted
+	// StepInterrupted: an attempt found started by a later resume.
+	StepInterrupted StepStatus = 4 // persisted
+	// StepSkipped: a person chose to go on without the step.
+	StepSkipped StepStatus = 5 // persisted
+	// StepReview: the command succeeded and its stage waits for review.
+	StepReview StepStatus = 6 // persisted
+	// StepStaged: the command succeeded and its stage stays open, not
+	// applied; the run went on.
+	StepStaged StepStatus = 7 // persisted
+)
+
+var stepStatusNames = map[StepStatus]string{StepStarted: "started", StepDone: "done", StepFailed: "failed",
+	StepInterrupted: "interrupted", StepSkipped: "skipped", StepReview: "review", StepStaged: "staged"}
+
+func (s StepStatus) String() string {
+	if n, ok := stepStatusNames[s]; ok {
+		return n
+	}
+	return fmt.Sprintf("unknown(%d)", int(s))
+}
+
+// MarshalJSON writes the status by name.
+func (s StepStatus) MarshalJSON() ([]byte, error) { return json.Marshal(s.String()) }
+
+// complete says whether a step whose latest attempt has this status is
+// behind the run: a resume never runs it again.
+func (s StepStatus) complete() bool { return s == StepDone || s == StepSkipped || s == StepStaged }
+
+// FlowStatus is where a flow run stands, derived from its steps' attempts.
+type FlowStatus string
+
+// Run states.
+const (
+	FlowPending     FlowStatus = "pending"     // no step has run yet
+	FlowRunning     FlowStatus = "running"     // a wtx process executes it now
+	FlowDone        FlowStatus = "done"        // every step is behind it
+	FlowFailed      FlowStatus = "failed"      // a step failed; nothing of it was applied
+	FlowReview      FlowStatus = "review"      // a step's stage waits for review
+	FlowInterrupted FlowStatus = "interrupted" // a step was interrupted; resume runs it again
+	FlowInDoubt     FlowStatus = "in-doubt"    // a step with external effects was interrupted: a person decides
+	FlowAbandoned   FlowStatus = "abandoned"
+)
+
+// StepResult is what a step attempt leaves: recorded with the step's op in
+// the same transaction (W-001), or alone when the step applied nothing.
+type StepResult struct {
+	Step             string   `json:"step"`
+	Kind             StepKind `json:"kind"`
+	Command          []string `json:"command,omitempty"`
+	ExitCode         *int     `json:"exit_code,omitempty"`
+	Signal           string   `json:"signal,omitempty"`
+	TimedOut         bool     `json:"timed_out,omitempty"`
+	Stdout           []byte   `json:"-"` // the kept part
+	Stderr           []byte   `json:"-"`
+	StdoutSize       int64    `json:"stdout_size"`
+	StderrSize       int64    `json:"stderr_size"`
+	StdoutDigest     string   `json:"stdout_digest,omitempty"`
+	StderrDigest     string   `json:"stderr_digest,omitempty"`
+	BaseDigest       string   `json:"base_digest,omitempty"`
+	ChangesetDigest  string   `json:"changeset_digest,omitempty"`
+	ResultDigest     string   `json:"result_digest,omitempty"`
+	Counts           Counts   `json:"counts"`
+	Written          []string `json:"-"`
+	StageID          string   `json:"stage_id,omitempty"`
+	OpID             string   `json:"op_id,omitempty"`
+	Receipts         []string `json:"receipts,omitempty"`
+	NotTransactional []string `json:"not_transactional,omitempty"`
+	Effects          []string `json:"effects,omitempty"`
+	// ProposalDigest and ProposalOps describe an agent's proposal.
+	ProposalDigest string   `json:"proposal_digest,omitempty"`
+	ProposalOps    int      `json:"proposal_ops,omitempty"`
+	Error          *Refusal `json:"error,omitempty"`
+}
+
+// flowStepRecord is a step attempt's row as it travels in an op record.
+type flowStepRecord struct {
+	RunID     string     `json:"run_id"`
+	Step      int        `json:"step"`
+	Attempt   int        `json:"attempt"`
+	Status    StepStatus `json:"status"`
+	CreatedAt time.Time  `json:"created_at"`
+	Result    StepResult `json:"result"`
+}
+
+func (r *flowStepRecord) row(now time.Time) (state.FlowStep, error) {
+	body, err := json.Marshal(r.Result)
+	if err != nil {
+		return state.FlowStep{}, err
+	}
+	return state.FlowStep{RunID: r.RunID, Step: r.Step, Attempt: r.Attempt, Status: int(r.Status), StageID: r.Result.StageID,
+		OpID: r.Result.OpID, CreatedAt: r.CreatedAt, UpdatedAt: now, Result: body}, nil
+}
+
+// StepAttempt is one attempt of a step as recorded.
+type StepAttempt struct {
+	Attempt int         `json:"attempt"`
+	Status  StepStatus  `json:"status"`
+	StageID string      `json:"stage_id,omitempty"`
+	OpID    string      `json:"op_id,omitempty"`
+	Created time.Time   `json:"created"`
+	Updated time.Time   `json:"updated"`
+	Result  *StepResult `json:"result,omitempty"`
+}
+
+// StepState is one step of a run: its definition's name and kind, and its
+// attempts, oldest first.
+type StepState struct {
+	Index      int           `json:"index"` // from 1
+	Name       string        `json:"name"`
+	Kind       StepKind      `json:"kind"`
+	Idempotent bool          `json:"idempotent"`
+	Status     string        `json:"status"` // the latest attempt's, or "pending"
+	Attempts   []StepAttempt `json:"attempts"`
+}
+
+// latest returns the step's latest attempt, or nil.
+func (s *StepState) latest() *StepAttempt {
+	if len(s.Attempts) == 0 {
+		return nil
+	}
+	return &s.Attempts[len(s.Attempts)-1]
+}
+
+// FlowRun is a run of a flow as recorded.
+type FlowRun struct {
+	ID               string      `json:"id"`
+	Name             string      `json:"name,omitempty"`
+	FlowName         string      `json:"flow_name,omitempty"`
+	Created          time.Time   `json:"created"`
+	DefinitionDigest string      `json:"definition_digest"`
+	BaseDigest       string      `json:"base_digest,omitempty"`
+	ForkedFrom       string      `json:"forked_from,omitempty"`
+	ForkedAt         string      `json:"forked_at,omitempty"`
+	Status           FlowStatus  `json:"status"`
+	Steps            []StepState `json:"steps"`
+	// Next names the step a resume would run ("" when none).
+	Next string `json:"next,omitempty"`
+	// Repairs are the ways on from a stopped run.
+	Repairs []Repair `json:"repairs"`
+
+	def *FlowDef
+	row state.FlowRun
+}
+
+// FlowOptions configure a flow run or resume.
+type FlowOptions struct {
+	// Name is an optional name for a new run, unique among the
+	// workspace's runs.
+	Name string
+	// Env is the steps' commands' environment (wtx adds WTX_FLOW_RUN and
+	// WTX_FLOW_STEP: a key that stays the same across attempts).
+	Env []string
+	// Retry, on resume, runs again a step with external effects that was
+	// interrupted (its effects may then happen twice).
+	Retry bool
+	// Skip, on resume, records the first step without a result as skipped
+	// and goes on with the next.
+	Skip bool
+	// Progress, if set, is told each step as it starts and ends.
+	Progress func(step StepState)
+}
+
+func flowRunError(ref string) *Error {
+	return errorf(CodeRunNotFound, "no flow run %q in this workspace (see 'wtx flow list')", ref)
+}
+
+// FlowRuns lists the workspace's flow runs, oldest first. It reads only.
+func (w *Workspace) FlowRuns(ctx context.Context) ([]*FlowRun, error) {
+	rows, err := w.db.ListFlowRuns(ctx, w.id)
+	if err != nil {
+		return nil, AsError(err)
+	}
+	out := make([]*FlowRun, 0, len(rows))
+	for _, r := range rows {
+		run, err := w.loadFlowRun(ctx, r)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, run)
+	}
+	return out, nil
+}
+
+// FlowRun finds a run by id, unique id prefix or name. It reads only: it
+// runs nothing and touches no workspace (W-003).
+func (w *Workspace) FlowRun(ctx context.Context, ref string) (*FlowRun, error) {
+	if ref == "" {
+		return nil, errorf(CodeUsage, "no flow run given")
+	}
+	row, err := w.db.GetFlowRun(ctx, ref)
+	if errors.Is(err, state.ErrNotFound) {
+		row, err = w.db.FlowRunByName(ctx, w.id, ref)
+	}
+	if errors.Is(err, state.ErrNotFound) {
+		rows, lerr := w.db.ListFlowRuns(ctx, w.id)
+		if lerr != nil {
+			return nil, AsError(lerr)
+		}
+		var found []state.FlowRun
+		for _, r := range rows {
+			if strings.HasPrefix(r.ID, ref) {
+				found = append(found, r)
+			}
+		}
+		switch len(found) {
+		case 0:
+			return nil, flowRunError(ref)
+		case 1:
+			row, err = found[0], nil
+		default:
+			return nil, errorf(CodeAmbiguousStage, "%q matches several flow runs: %s and %d more", ref, found[0].ID, len(found)-1)
+		}
+	}
+	if err != nil {
+		return nil, AsError(err)
+	}
+	if row.WorkspaceID != w.id {
+		return nil, flowRunError(ref)
+	}
+	return w.loadFlowRun(ctx, row)
+}
+
+// loadFlowRun assembles a run from its row and its steps' attempts.
+func (w *Workspace) loadFlowRun(ctx context.Context, row state.FlowRun) (*FlowRun, error) {
+	def, err := ParseFlow(row.Definition)
+	if err != nil {
+		return nil, &Error{Code: CodeCorrupt, Message: fmt.Sprintf("flow run %s: its stored definition no longer parses: %s", row.ID, AsError(err).Message)}
+	}
+	if def.Digest != row.DefinitionDigest {
+		return nil, &Error{Code: CodeCorrupt, Message: fmt.Sprintf("flow run %s: its stored definition does not match its digest %s", row.ID, row.DefinitionDigest)}
+	}
+	run := &FlowRun{ID: row.ID, Name: row.Name, FlowName: def.Name, Created: row.CreatedAt, DefinitionDigest: row.DefinitionDigest,
+		BaseDigest: row.BaseDigest, ForkedFrom: row.ForkedFrom, def: def, row: row, Repairs: []Repair{}}
+	if row.ForkedFrom != "" && row.ForkedAt >= 0 && row.ForkedAt < len(def.Steps) {
+		run.ForkedAt = def.Steps[row.ForkedAt].Name
+	}
+	for i, s := range def.Steps {
+		run.Steps = append(run.Steps, StepState{Index: i + 1, Name: s.Name, Kind: s.Kind, Idempotent: s.IsIdempotent(), Status: "pending", Attempts: []StepAttempt{}})
+	}
+	rows, err := w.db.FlowSteps(ctx, row.ID)
+	if err != nil {
+		return nil, AsError(err)
+	}
+	for _, r := range rows {
+		if r.Step < 0 || r.Step >= len(run.Steps) {
+			return nil, &Error{Code: CodeCorrupt, Message: fmt.Sprintf("flow run %s: a result for step %d, which its definition lacks", row.ID, r.Step+1)}
+		}
+		a := StepAttempt{Attempt: r.Attempt, Status: StepStatus(r.Status), StageID: r.StageID, OpID: r.OpID, Created: r.CreatedAt, Updated: r.UpdatedAt}
+		if _, ok := stepStatusNames[a.Status]; !ok {
+			return nil, &Error{Code: CodeCorrupt, Message: fmt.Sprintf("flow run %s: step %d has an unknown status %d", row.ID, r.Step+1, r.Status)}
+		}
+		if len(r.Result) > 0 {
+			var res StepResult
+			if err := json.Unmarshal(r.Result, &res); err != nil {
+				return nil, &Error{Code: CodeCorrupt, Message: fmt.Sprintf("flow run %s: the result of step %d is damaged: %v", row.ID, r.Step+1, err)}
+			}
+			a.Result = &res
+		}
+		st := &run.Steps[r.Step]
+		st.Attempts = append(st.Attempts, a)
+		st.Status = a.Status.String()
+	}
+	run.derive(false)
+	return run, nil
+}
+
+// next returns the index of the first step without a complete result, or
+// len(steps).
+func (r *FlowRun) next() int {
+	for i := range r.Steps {
+		if a := r.Steps[i].latest(); a == nil || !a.Status.complete() {
+			return i
+		}
+	}
+	return len(r.Steps)
+}
+
+// derive sets the run's status, next step and repairs from its steps.
+func (r *FlowRun) derive(running bool) {
+	n := r.next()
+	r.Next = ""
+	if n < len(r.Steps) {
+		r.Next = r.Steps[n].Name
+	}
+	ref := r.ID
+	resume := Repair{Action: "resume", Detail: "go on from the first step without a result", Command: "wtx flow resume " + ref}
+	skip := Repair{Action: "skip", Detail: "record the step as skipped and go on", Command: "wtx flow resume " + ref + " --skip"}
+	abandon := Repair{Action: "abandon", Detail: "stop the run for good; what it applied stays", Command: "wtx flow abandon " + ref}
+	r.Repairs = []Repair{}
+	switch {
+	case r.row.Abandoned:
+		r.Status = FlowAbandoned
+		return
+	case running:
+		r.Status = FlowRunning
+		return
+	case n == len(r.Steps):
+		r.Status = FlowDone
+		return
+	}
+	a := r.Steps[n].latest()
+	step := r.def.Steps[n]
+	switch {
+	case a == nil && n == 0:
+		r.Status = FlowPending
+		r.Repairs = []Repair{resume}
+		return
+	case a == nil:
+		r.Status = FlowInterrupted
+	case a.Status == StepFailed:
+		r.Status = FlowFailed
+	case a.Status == StepReview:
+		r.Status = FlowReview
+		r.Repairs = []Repair{
+			{Action: "review", Detail: "look at the step's change", Command: "wtx diff " + a.StageID},
+			{Action: "resume", Detail: "apply it and go on", Command: "wtx flow resume " + ref},
+			{Action: "drop", Detail: "drop it; a resume then runs the step again", Command: "wtx drop " + a.StageID},
+			abandon,
+		}
+		return
+	case (a.Status == StepStarted || a.Status == StepInterrupted) && !step.IsIdempotent():
+		r.Status = FlowInDoubt
+		r.Repairs = []Repair{
+			{Action: "retry", Detail: "run the step again (its external effects may happen twice)", Command: "wtx flow resume " + ref + " --retry"},
+			skip, abandon,
+		}
+		return
+	default:
+		r.Status = FlowInterrupted
+	}
+	r.Repairs = []Repair{resume, skip, {Action: "fork", Detail: "start a new run from the state after an earlier step", Command: "wtx flow fork " + ref + " --at STEP"}, abandon}
+}
+
+// Definition returns the run's pinned definition.
+func (r *FlowRun) Definition() *FlowDef { return r.def }
+
+// StartFlow starts a new run of the flow definition data and runs its
+// steps in order until one fails or stops for review, or all are done.
+func (w *Workspace) StartFlow(ctx context.Context, data []byte, opts FlowOptions) (*FlowRun, error) {
+	def, err := ParseFlow(data)
+	if err != nil {
+		return nil, err
+	}
+	if opts.Name != "" {
+		if !nameRE.MatchString(opts.Name) || strings.HasPrefix(opts.Name, "run-") {
+			return nil, errorf(CodeUsage, "run name %q: use 1-64 letters, digits, '.', '_' or '-', not starting with 'run-'", opts.Name)
+		}
+	}
+	now := w.now().UTC()
+	row := state.FlowRun{ID: newID("run", now), WorkspaceID: w.id, Name: opts.Name, CreatedAt: now,
+		DefinitionDigest: def.Digest, Definition: append([]byte(nil), data...)}
+	if err := w.db.InsertFlowRun(ctx, row); err != nil {
+		if errors.Is(err, state.ErrExists) && opts.Name != "" {
+			return nil, errorf(CodeNameTaken, "a flow run of this workspace is already named %q", opts.Name)
+		}
+		return nil, AsError(err)
+	}
+	failpoint.Hit("flow:created")
+	return w.continueFlow(ctx, row.ID, opts)
+}
+
+// ResumeFlow continues run ref at its first step without a result. A step
+// interrupted before its apply committed is rolled back (by the journal's
+// recovery when the workspace opened) and runs again; a step with a result
+// never runs again; a step with external effects that was interrupted stops
+// the run for a decision (opts.Retry or opts.Skip) (W-002).
+func (w *Workspace) ResumeFlow(ctx context.Context, ref string, opts FlowOptions) (*FlowRun, error) {
+	run, err := w.FlowRun(ctx, ref)
+	if err != nil {
+		return nil, err
+	}
+	return w.continueFlow(ctx, run.ID, opts)
+}
+
+// AbandonFlow marks run ref abandoned: it never runs again. What its steps
+// applied stays; stages it kept for review are dropped.
+func (w *Workspace) AbandonFlow(ctx context.Context, ref string) (*FlowRun, error) {
+	run, err := w.FlowRun(ctx, ref)
+	if err != nil {
+		return nil, err
+	}
+	release, err := w.lockFlowRun(run.ID)
+	if err != nil {
+		return nil, err
+	}
+	defer release()
+	for i := range run.Steps {
+		if a := run.Steps[i].latest(); a != nil && (a.Status == StepReview || a.Status == StepStarted) {
+			if err := w.dropStepStage(ctx, run.ID, i, a); err != nil {
+				return nil, err
+			}
+		}
+	}
+	if err := w.db.AbandonFlowRun(ctx, run.ID); err != nil {
+		return nil, AsError(err)
+	}
+	return w.FlowRun(ctx, run.ID)
+}
+
+// lockFlowRun takes the run's lock, without waiting: one process executes
+// a run at a time. A killed holder leaves no stale lock (flock).
+func (w *Workspace) lockFlowRun(id string) (func(), error) {
+	dir := filepath.Join(w.workspaceStateDir(), "flows")
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, AsError(err)
+	}
+	f, err := os.OpenFile(filepath.Join(dir, id+".lock"), os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return nil, AsError(fmt.Errorf("open lock of flow run %s: %w", id, err))
+	}
+	for {
+		err = unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB)
+		if !errors.Is(err, unix.EINTR) {
+			break
+		}
+	}
+	if err != nil {
+		f.Close()
+		if errors.Is(err, unix.EWOULDBLOCK) {
+			return nil, &Error{Code: CodeLocked, Message: fmt.Sprintf("flow run %s is being executed by another wtx process; nothing was done", id),
+				Repairs: []Repair{{Action: "wait", Detail: "wait for it to finish, then look at the run", Command: "wtx flow show " + id}}}
+		}
+		return nil, AsError(fmt.Errorf("lock flow run %s: %w", id, err))
+	}
+	return func() { f.Close() }, nil
+}
+
+// stepStageName names the stage of a step attempt, so that a resume finds
+// a stage whose id was never recorded.
+func stepStageName(run string, step, attempt int) string {
+	return fmt.Sprintf("flow.%s.%d.%d", strings.TrimPrefix(run, "run-"), step+1, attempt)
+}
+
+// dropStepStage drops the open stage an attempt left, waiting a little for
+// a killed run's supervisor to end.
+func (w *Workspace) dropStepStage(ctx context.Context, run string, step int, a *StepAttempt) error {
+	ref := a.StageID
+	if ref == "" {
+		ref = stepStageName(run, step, a.Attempt)
+	}
+	st, err := w.Stage(ctx, ref)
+	if err != nil {
+		if e := AsError(err); e.Code == CodeStageNotFound {
+			return nil
+		}
+		return err
+	}
+	if st.State() != StateOpen {
+		return nil
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		err := st.Drop(ctx)
+		if err == nil {
+			return nil
+		}
+		if AsError(err).Code != CodeStageBusy || time.Now().After(deadline) {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+// continueFlow runs run id's steps from its first without a result.
+func (w *Workspace) continueFlow(ctx context.Context, id string, opts FlowOptions) (*FlowRun, error) {
+	release, err := w.lockFlowRun(id)
+	if err != nil {
+		return nil, err
+	}
+	defer release()
+	run, err := w.FlowRun(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	if run.row.Abandoned {
+		return nil, &Error{Code: CodeRunAbandoned, Message: fmt.Sprintf("flow run %s was abandoned; it runs no more", id),
+			Repairs: []Repair{{Action: "fork", Detail: "start a new run from the state after one of its steps", Command: "wtx flow fork " + id + " --at STEP"}}}
+	}
+	skip := opts.Skip
+	for {
+		n := run.next()
+		if n == len(run.Steps) {
+			break
+		}
+		step := &run.def.Steps[n]
+		a := run.Steps[n].latest()
+		attempt := 1
+		if a != nil {
+			attempt = a.Attempt + 1
+		}
+		// An attempt found started was interrupted: whatever its stage
+		// holds goes (an apply that committed was recorded with it).
+		if a != nil && a.Status == StepStarted {
+			if err := w.dropStepStage(ctx, id, n, a); err != nil {
+				return nil, err
+			}
+			if err := w.putStep(ctx, id, n, a.Attempt, StepInterrupted, a.Result, a.Created); err != nil {
+				return nil, err
+			}
+			a.Status = StepInterrupted
+		}
+		switch {
+		case skip:
+			skip = false
+			if a != nil && a.Status == StepReview {
+				if err := w.dropStepStage(ctx, id, n, a); err != nil {
+					return nil, err
+				}
+			}
+			res := &StepResult{Step: step.Name, Kind: step.Kind}
+			if err := w.putStep(ctx, id, n, attempt, StepSkipped, res, w.now().UTC()); err != nil {
+				return nil, err
+			}
+		case a != nil && a.Status == StepInterrupted && !step.IsIdempotent() && !opts.Retry:
+			return w.FlowRun(ctx, id)
+		case a != nil && a.Status == StepReview:
+			stop, err := w.applyReviewed(ctx, run, n, a, opts)
+			if err != nil {
+				return nil, err
+			}
+			if stop {
+				return w.FlowRun(ctx, id)
+			}
+		default:
+			stop, err := w.execStep(ctx, run, n, attempt, opts)
+			if err != nil {
+				return nil, err
+			}
+			if stop {
+				return w.FlowRun(ctx, id)
+			}
+		}
+		if run, err = w.FlowRun(ctx, id); err != nil {
+			return nil, err
+		}
+	}
+	return run, nil
+}
+
+// putStep records a step attempt in its own transaction.
+func (w *Workspace) putStep(ctx context.Context, run string, step, attempt int, status StepStatus, res *StepResult, created time.Time) error {
+	rec := flowStepRecord{RunID: run, Step: step, Attempt: attempt, Status: status, CreatedAt: created}
+	if res != nil {
+		rec.Result = *res
+	}
+	row, err := rec.row(w.now().UTC())
+	if err != nil {
+		return AsError(err)
+	}
+	if err := w.db.PutFlowStep(ctx, row); err != nil {
+		return AsError(err)
+	}
+	return nil
+}
+
+// capture keeps the first limit bytes written to it and digests them all.
+type capture struct {
+	limit int
+	kept  []byte
+	size  int64
+	h     hash.Hash
+}
+
+func newCapture(limit int) *capture { return &capture{limit: limit, h: sha256.New()} }
+
+func (c *capture) Write(p []byte) (int, error) {
+	c.h.Write(p)
+	c.size += int64(len(p))
+	if room := c.limit - len(c.kept); room > 0 {
+		c.kept = append(c.kept, p[:min(room, len(p))]...)
+	}
+	return len(p), nil
+}
+
+func (c *capture) digest() string { return fmt.Sprintf("sha256:%x", c.h.Sum(nil)) }
+
+// execStep runs one attempt of step n. It reports whether the run stops
+// there (a failure, or a stage kept for review).
+func (w *Workspace) execStep(ctx context.Context, run *FlowRun, n, attempt int, opts FlowOptions) (stop bool, err error) {
+	step := &run.def.Steps[n]
+	created := w.now().UTC()
+	res := &StepResult{Step: step.Name, Kind: step.Kind, Command: step.Command, Effects: step.Effects}
+	if err := w.putStep(ctx, run.ID, n, attempt, StepStarted, res, created); err != nil {
+		return false, err
+	}
+	progress := func(status StepStatus) {
+		if opts.Progress != nil {
+			opts.Progress(StepState{Index: n + 1, Name: step.Name, Kind: step.Kind, Idempotent: step.IsIdempotent(), Status: status.String(),
+				Attempts: []StepAttempt{{Attempt: attempt, Status: status, Result: res}}})
+		}
+	}
+	progress(StepStarted)
+	failpoint.Hit("flow:step-started")
+	st, err := w.Begin(ctx, BeginOptions{Name: stepStageName(run.ID, n, attempt), Exclude: step.Exclude, Share: step.Share,
+		Protect: step.Protect, Backend: step.Backend})
+	if err != nil {
+		return true, w.failStep(ctx, run.ID, n, attempt, res, created, nil, err, progress)
+	}
+	res.StageID, res.BaseDigest = st.ID(), st.BaseDigest()
+	if err := w.db.SetFlowRunBase(ctx, run.ID, st.BaseDigest()); err != nil {
+		return false, AsError(err)
+	}
+	if err := w.putStep(ctx, run.ID, n, attempt, StepStarted, res, created); err != nil {
+		return false, err
+	}
+	failpoint.Hit("flow:stage-open")
+	var items []BatchItem
+	switch step.Kind {
+	case StepRun, StepAgent:
+		out, ok, err := w.runStepCommand(ctx, run, n, st, res, opts)
+		if err != nil || !ok {
+			return true, w.failStep(ctx, run.ID, n, attempt, res, created, st, err, progress)
+		}
+		if step.Kind == StepAgent {
+			if items, err = w.checkProposal(ctx, st, step, out, res); err != nil {
+				return true, w.failStep(ctx, run.ID, n, attempt, res, created, st, err, progress)
+			}
+		}
+	case StepBatch:
+		if step.From == FromPrevious {
+			prev, err := previousOutput(run, n)
+			if err != nil {
+				return true, w.failStep(ctx, run.ID, n, attempt, res, created, st, err, progress)
+			}
+			if items, err = ParseBatch(strings.NewReader(string(prev))); err != nil {
+				return true, w.failStep(ctx, run.ID, n, attempt, res, created, st, err, progress)
+			}
+		} else {
+			for _, op := range step.Ops {
+				it, _ := op.item() // checked when the definition was parsed
+				items = append(items, it)
+			}
+		}
+	}
+	for i, it := range items {
+		if err := stageItem(ctx, st, it); err != nil {
+			e := AsError(err)
+			out := *e
+			out.Message = fmt.Sprintf("op %d (%s %s): %s", i+1, it.Command, quote.Path(it.Path), e.Message)
+			return true, w.failStep(ctx, run.ID, n, attempt, res, created, st, &out, progress)
+		}
+	}
+	failpoint.Hit("flow:staged")
+	cs, err := st.Changes(ctx, nil)
+	if err != nil {
+		return true, w.failStep(ctx, run.ID, n, attempt, res, created, st, err, progress)
+	}
+	res.ChangesetDigest, res.Counts = cs.Digest, cs.Counts
+	res.ResultDigest = viewDigest(cs)
+	switch step.OnSuccess {
+	case OnSuccessReview, OnSuccessKeep:
+		status := StepReview
+		if step.OnSuccess == OnSuccessKeep {
+			status = StepStaged
+		}
+		if err := w.putStep(ctx, run.ID, n, attempt, status, res, created); err != nil {
+			return false, err
+		}
+		progress(status)
+		return status == StepReview, nil
+	}
+	return w.applyStep(ctx, run.ID, n, attempt, st, step, res, created, progress)
+}
+
+// applyStep applies the step's stage, recording the step's result with the
+// op in one transaction; a stage with nothing to apply records it alone
+// (there is no workspace change for it to be atomic with).
+func (w *Workspace) applyStep(ctx context.Context, run string, n, attempt int, st *Stage, step *FlowStep, res *StepResult, created time.Time, progress func(StepStatus)) (bool, error) {
+	rec := &flowStepRecord{RunID: run, Step: n, Attempt: attempt, Status: StepDone, CreatedAt: created, Result: *res}
+	ar, err := st.Apply(ctx, ApplyOptions{Approve: step.Approve, flowStep: rec})
+	if err != nil {
+		*res = rec.Result
+		return true, w.failStep(ctx, run, n, attempt, res, created, st, err, progress)
+	}
+	failpoint.Hit("flow:applied")
+	*res = rec.Result
+	if ar.OpID == "" {
+		res.Written = nil
+		if err := w.putStep(ctx, run, n, attempt, StepDone, res, created); err != nil {
+			return false, err
+		}
+	}
+	progress(StepDone)
+	return false, nil
+}
+
+// applyReviewed applies a stage a step kept for review, when it is still
+// open; a dropped one makes the step run again.
+func (w *Workspace) applyReviewed(ctx context.Context, run *FlowRun, n int, a *StepAttempt, opts FlowOptions) (bool, error) {
+	step := &run.def.Steps[n]
+	st, err := w.Stage(ctx, a.StageID)
+	if err != nil && AsError(err).Code != CodeStageNotFound {
+		return false, err
+	}
+	res := &StepResult{Step: step.Name, Kind: step.Kind}
+	if a.Result != nil {
+		res = a.Result
+	}
+	progress := func(status StepStatus) {
+		if opts.Progress != nil {
+			opts.Progress(StepState{Index: n + 1, Name: step.Name, Kind: step.Kind, Status: status.String(),
+				Attempts: []StepAttempt{{Attempt: a.Attempt, Status: status, Result: res}}})
+		}
+	}
+	switch {
+	case st == nil || st.State() == StateDropped:
+		return w.execStep(ctx, run, n, a.Attempt+1, opts)
+	case st.State() == StateApplied || st.State() == StateEmpty:
+		// Applied by hand after the review: the step is behind the run.
+		if ops, err := st.ops(ctx); err == nil && len(ops) > 0 {
+			res.OpID = ops[len(ops)-1]
+		}
+		if err := w.putStep(ctx, run.ID, n, a.Attempt, StepDone, res, a.Created); err != nil {
+			return false, err
+		}
+		progress(StepDone)
+		return false, nil
+	}
+	return w.applyStep(ctx, run.ID, n, a.Attempt, st, step, res, a.Created, progress)
+}
+
+// ops returns the ids of the ops that applied the stage, oldest first.
+func (s *Stage) ops(ctx context.Context) ([]string, error) {
+	ops, err := s.ws.Ops(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, op := range ops {
+		if op.Tx == s.ID() && op.Kind == "apply" {
+			out = append(out, op.ID)
+		}
+	}
+	return out, nil
+}
+
+// failStep drops the attempt's stage (when there is one) and records the
+// attempt failed with err (or the command's status when err is nil).
+func (w *Workspace) failStep(ctx context.Context, run string, n, attempt int, res *StepResult, created time.Time, st *Stage, err error, progress func(StepStatus)) error {
+	ctx = context.WithoutCancel(ctx)
+	if err != nil {
+		e := AsError(err)
+		res.Error = &Refusal{Code: e.Code, Message: e.Message}
+	}
+	if st != nil {
+		if derr := st.Drop(ctx); derr != nil {
+			return derr
+		}
+	}
+	if perr := w.putStep(ctx, run, n, attempt, StepFailed, res, created); perr != nil {
+		return perr
+	}
+	progress(StepFailed)
+	return nil
+}
+
+// previousOutput is the stdout step n-1 recorded, whole.
+func previousOutput(run *FlowRun, n int) ([]byte, error) {
+	a := run.Steps[n-1].latest()
+	if a == nil || a.Result == nil || a.Status != StepDone && a.Status != StepStaged {
+		return nil, errorf(CodeUsage, "step %s takes its ops from step %s, which has no output (it was %s)", run.Steps[n].Name, run.Steps[n-1].Name, run.Steps[n-1].Status)
+	}
+	r := a.Result
+	if int64(len(r.Stdout)) != r.StdoutSize {
+		return nil, errorf(CodeUsage, "step %s takes its ops from step %s, whose output (%d bytes) was longer than the %d it kept; raise its keep_output", run.Steps[n].Name, run.Steps[n-1].Name, r.StdoutSize, len(r.Stdout))
+	}
+	return r.Stdout, nil
+}
+
+// runStepCommand runs a run or agent step's command in st. It returns the
+// command's stdout and whether the command succeeded.
+func (w *Workspace) runStepCommand(ctx context.Context, run *FlowRun, n int, st *Stage, res *StepResult, opts FlowOptions) ([]byte, bool, error) {
+	step := &run.def.Steps[n]
+	if err := LookCommand(w.path, step.Command[0]); err != nil {
+		return nil, false, err
+	}
+	stdout, stderr := newCapture(step.KeepOutput), newCapture(step.KeepOutput)
+	if step.Kind == StepAgent {
+		// The proposal is parsed whole: keep all of it, up to a batch.
+		stdout.limit = MaxBatchLine
+	}
+	rctx := ctx
+	if d := step.TimeoutDuration(); d > 0 {
+		var cancel context.CancelFunc
+		rctx, cancel = context.WithTimeout(ctx, d)
+		defer cancel()
+	}
+	env := append(slices.Clip(opts.Env), "WTX_FLOW_RUN="+run.ID, "WTX_FLOW_STEP="+step.Name)
+	rr, err := st.Run(rctx, step.Command, RunOptions{Stdout: stdout, Stderr: stderr, Env: env,
+		ReadOnly: step.ReadOnly || step.Kind == StepAgent, NoNetwork: step.NoNetwork})
+	res.StdoutSize, res.StderrSize = stdout.size, stderr.size
+	res.StdoutDigest, res.StderrDigest = stdout.digest(), stderr.digest()
+	res.Stdout, res.Stderr = stdout.kept, stderr.kept
+	if step.Kind == StepAgent && len(res.Stdout) > step.KeepOutput {
+		res.Stdout = res.Stdout[:step.KeepOutput]
+	}
+	if err != nil {
+		return nil, false, err
+	}
+	code := rr.ExitCode
+	res.ExitCode, res.Signal = &code, rr.Signal
+	if rr.Receipt != nil {
+		res.Receipts = append(res.Receipts, rr.Receipt.ID)
+		res.NotTransactional = rr.Receipt.NotTransactional
+	}
+	for _, e := range step.Effects {
+		res.NotTransactional = append(res.NotTransactional, "declared effect: "+e)
+	}
+	if rctx.Err() != nil && ctx.Err() == nil {
+		res.TimedOut = true
+		return nil, false, errorf(CodeStepFailed, "step %s: command timed out after %s", step.Name, step.Timeout)
+	}
+	if ctx.Err() != nil {
+		return nil, false, ctx.Err()
+	}
+	if code != 0 {
+		return nil, false, errorf(CodeStepFailed, "step %s: command %s exited with status %d", step.Name, quote.Text(step.Command[0]), code)
+	}
+	return stdout.kept, true, nil
+}
+
+// checkProposal validates an agent's proposal against the step's allowlist
+// before anything is staged (W-005): every op's kind, path and size, and
+// that the command itself changed nothing in its (read-only) view.
+func (w *Workspace) checkProposal(ctx context.Context, st *Stage, step *FlowStep, out []byte, res *StepResult) ([]BatchItem, error) {
+	res.ProposalDigest = fmt.Sprintf("sha256:%x", sha256.Sum256(out))
+	cs, err := st.Changes(ctx, nil)
+	if err != nil {
+		return nil, err
+	}
+	if len(cs.Changes) > 0 && !failpoint.Disabled("proposal") {
+		return nil, &Error{Code: CodeProposalRefused, Message: fmt.Sprintf("agent step %s: the command changed %d path(s) itself (first: %s); an agent only proposes", step.Name, len(cs.Changes), quote.Path(cs.Changes[0].Path))}
+	}
+	if len(strings.TrimSpace(string(out))) == 0 {
+		res.ProposalOps = 0
+		return nil, nil
+	}
+	items, err := ParseBatch(strings.NewReader(string(out)))
+	if err != nil {
+		e := AsError(err)
+		return nil, &Error{Code: CodeProposalRefused, Message: "agent step " + step.Name + ": proposal: " + e.Message}
+	}
+	res.ProposalOps = len(items)
+	if failpoint.Disabled("proposal") {
+		return items, nil // negative control: the allowlist is not checked
+	}
+	allow := step.Allow
+	sels, _ := tree.ParseSelectors(allow.Paths) // checked with the definition
+	var conflicts []Conflict
+	if len(items) > allow.MaxOps {
+		conflicts = append(conflicts, Conflict{Path: "", Kind: "too-many-ops", Detail: fmt.Sprintf("%d ops, at most %d", len(items), allow.MaxOps)})
+	}
+	for i, it := range items {
+		detail := fmt.Sprintf("op %d (%s)", i+1, it.Command)
+		if !slices.Contains(allow.Ops, it.Command) {
+			conflicts = append(conflicts, Conflict{Path: it.Path, Kind: "op-not-allowed", Detail: detail})
+		}
+		if validOpPath(it.Path) != nil || !sels.Match(it.Path) {
+			conflicts = append(conflicts, Conflict{Path: it.Path, Kind: "path-not-allowed", Detail: detail})
+		}
+		var size int64
+		if it.Content != nil {
+			size = int64(len(*it.Content))
+		}
+		if it.New != nil {
+			size = max(size, int64(len(*it.New)))
+		}
+		if size > allow.MaxBytes {
+			conflicts = append(conflicts, Conflict{Path: it.Path, Kind: "too-large", Detail: fmt.Sprintf("%s: %d bytes, at most %d", detail, size, allow.MaxBytes)})
+		}
+	}
+	if len(conflicts) > 0 {
+		return nil, &Error{Code: CodeProposalRefused, Conflicts: conflicts,
+			Message: fmt.Sprintf("agent step %s: %d op(s) of the proposal are outside the step's allowlist; first: %s (%s); nothing was written", step.Name, len(conflicts), quote.Path(conflicts[0].Path), conflicts[0].Kind)}
+	}
+	return items, nil
+}
+
+// stageItem performs one batch op in st.
+func stageItem(ctx context.Context, st *Stage, it BatchItem) error {
+	var err error
+	switch it.Command {
+	case "write":
+		_, err = st.Write(ctx, it.Path, []byte(*it.Content), WriteOptions{ExpectHash: it.ExpectHash})
+	case "edit":
+		_, err = st.Edit(ctx, it.Path, it.Old, *it.New, it.All, it.ExpectHash)
+	case "rm":
+		_, err = st.Remove(ctx, it.Path, it.ExpectHash)
+	case "read":
+		_, err = st.Read(ctx, it.Path)
+	}
+	return err
+}
+
+// stepResultJSON is StepResult as JSON: output and names that are not
+// UTF-8 travel in base64 beside their text, so none is lost.
+type stepResultJSON struct {
+	stepResultFields
+	Stdout     string   `json:"stdout"`
+	StdoutB64  string   `json:"stdout_b64,omitempty"`
+	Stderr     string   `json:"stderr"`
+	StderrB64  string   `json:"stderr_b64,omitempty"`
+	Written    []string `json:"written,omitempty"`
+	WrittenB64 []string `json:"written_b64,omitempty"`
+}
+
+// stepResultFields is StepResult without its methods.
+type stepResultFields StepResult
+
+// MarshalJSON writes the result with byte-safe output and names.
+func (r StepResult) MarshalJSON() ([]byte, error) {
+	j := stepResultJSON{stepResultFields: stepResultFields(r),
+		Stdout: jsonname.Text(string(r.Stdout)), StdoutB64: jsonname.B64(string(r.Stdout)),
+		Stderr: jsonname.Text(string(r.Stderr)), StderrB64: jsonname.B64(string(r.Stderr)),
+		Written: jsonname.Texts(r.Written), WrittenB64: jsonname.B64s(r.Written)}
+	j.stepResultFields.Stdout, j.stepResultFields.Stderr, j.stepResultFields.Written = nil, nil, nil
+	return json.Marshal(j)
+}
+
+// UnmarshalJSON reads what MarshalJSON wrote.
+func (r *StepResult) UnmarshalJSON(data []byte) error {
+	var j stepResultJSON
+	if err := json.Unmarshal(data, &j); err != nil {
+		return err
+	}
+	out, err := jsonname.Name(j.Stdout, j.StdoutB64)
+	if err != nil {
+		return err
+	}
+	errOut, err := jsonname.Name(j.Stderr, j.StderrB64)
+	if err != nil {
+		return err
+	}
+	written, err := jsonname.Names(j.Written, j.WrittenB64)
+	if err != nil {
+		return err
+	}
+	*r = StepResult(j.stepResultFields)
+	r.Stdout, r.Stderr, r.Written = []byte(out), []byte(errOut), written
+	return nil
+}
