@@ -12,6 +12,7 @@ import (
 
 	"github.com/wtx-dev/wtx/internal/binenc"
 	"github.com/wtx-dev/wtx/internal/blob"
+	"github.com/wtx-dev/wtx/internal/failpoint"
 	"github.com/wtx-dev/wtx/internal/fsx"
 	"github.com/wtx-dev/wtx/internal/quote"
 	"github.com/wtx-dev/wtx/internal/stage"
@@ -109,6 +110,9 @@ func (w *Workspace) checkPreImages(r *reversal, paths []string) error {
 func (w *Workspace) setBack(ctx context.Context, v stage.View, m *tree.Manifest, r *reversal, out tree.Selectors) ([]string, error) {
 	var paths []string
 	for p := range r.at {
+		if failpoint.Disabled("at-setback") {
+			break // negative control: the view stays the workspace as it is now
+		}
 		if out.Match(p) {
 			continue
 		}
