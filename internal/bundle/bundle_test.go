@@ -1,0 +1,211 @@
+package bundle
+
+import (
+	"bytes"
+	"compress/flate"
+	"crypto/sha256"
+	"encoding/binary"
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/wtx-dev/wtx/internal/binenc"
+	"github.com/wtx-dev/wtx/internal/blob"
+	"github.com/wtx-dev/wtx/internal/tree"
+)
+
+func file(path, content string, perm uint32) *tree.Entry {
+	return &tree.Entry{Path: path, Type: tree.File, Perm: perm, Size: int64(len(content)), Digest: string(blob.Sum([]byte(content)))}
+}
+
+func sample() *Bundle {
+	b := &Bundle{
+		Origin: Origin{Stage: "tx-20261201T000000Z-01234567", Name: "n", Workspace: "/w", GitHead: "abc",
+			BaseDigest: string(blob.Sum([]byte("base"))), ExportedAt: 42},
+		Receipts: [][]byte{[]byte(`{"id":"rc-1"}`)},
+		Entries: []Entry{
+			{Path: "a.txt", Old: file("a.txt", "old\n", 0o644), New: file("a.txt", "new\n", 0o755), Content: []byte("new\n")},
+			{Path: "d", New: &tree.Entry{Path: "d", Type: tree.Dir, Perm: 0o755}},
+			{Path: "d/link", New: &tree.Entry{Path: "d/link", Type: tree.Symlink, Size: 5, Target: "../a\n"}},
+			{Path: "gone", Old: file("gone", "x", 0o600)},
+			{Path: "n\xff\xfe\nx", New: file("n\xff\xfe\nx", "", 0o600), Content: nil},
+		},
+	}
+	b.Origin.ChangesetDigest = tree.ChangesetDigest(b.Changes())
+	return b
+}
+
+func encode(t testing.TB, b *Bundle) []byte {
+	var buf bytes.Buffer
+	if err := Encode(&buf, b); err != nil {
+		t.Fatal(err)
+	}
+	return buf.Bytes()
+}
+
+func TestRoundTrip(t *testing.T) {
+	b := sample()
+	data := encode(t, b)
+	got, err := Decode(data, DefaultLimits)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Origin != b.Origin || len(got.Entries) != len(b.Entries) || string(got.Receipts[0]) != string(b.Receipts[0]) {
+		t.Fatalf("round trip: got %+v", got)
+	}
+	for i := range b.Entries {
+		w, g := b.Entries[i], got.Entries[i]
+		if w.Path != g.Path || !tree.SameContent(w.Old, g.Old) || !tree.SameContent(w.New, g.New) || !bytes.Equal(w.Content, g.Content) {
+			t.Errorf("entry %d: got %+v want %+v", i, g, w)
+		}
+	}
+	if tree.ChangesetDigest(got.Changes()) != b.Origin.ChangesetDigest {
+		t.Error("change-set digest differs after the round trip")
+	}
+}
+
+// Every byte of a bundle matters: flipping any bit of any byte, cutting it
+// short or appending a byte is refused.
+func TestEveryByteIsChecked(t *testing.T) {
+	data := encode(t, sample())
+	for i := range data {
+		for _, mask := range []byte{0x01, 0x80} {
+			bad := bytes.Clone(data)
+			bad[i] ^= mask
+			if _, err := Decode(bad, DefaultLimits); !errors.Is(err, ErrCorrupt) {
+				t.Fatalf("byte %d ^ %#x: got %v, want ErrCorrupt", i, mask, err)
+			}
+		}
+	}
+	for _, bad := range [][]byte{data[:len(data)-1], append(bytes.Clone(data), 0), data[:10], nil} {
+		if _, err := Decode(bad, DefaultLimits); !errors.Is(err, ErrCorrupt) {
+			t.Fatalf("%d bytes: got %v, want ErrCorrupt", len(bad), err)
+		}
+	}
+}
+
+// reseal writes a body under a valid header and digest without Encode's
+// checks, as a forger who knows the format would: Decode's shape checks
+// must still refuse it.
+func reseal(b *Bundle) []byte {
+	var buf bytes.Buffer
+	if err := encodeUnchecked(&buf, b); err != nil {
+		panic(err)
+	}
+	return buf.Bytes()
+}
+
+func encodeUnchecked(w *bytes.Buffer, b *Bundle) error {
+	var body bytes.Buffer
+	fw, _ := flate.NewWriter(&body, flate.BestSpeed)
+	var buf []byte
+	o := &b.Origin
+	for _, s := range []string{o.Stage, o.Name, o.Workspace, o.GitHead, o.GitDirty, o.BaseDigest, o.ChangesetDigest} {
+		buf = binenc.AppendString(buf, s)
+	}
+	buf = binary.AppendVarint(buf, o.ExportedAt)
+	buf = binary.AppendUvarint(buf, uint64(len(b.Receipts)))
+	for _, r := range b.Receipts {
+		buf = binenc.AppendString(buf, string(r))
+	}
+	buf = binary.AppendUvarint(buf, uint64(len(b.Entries)))
+	for i := range b.Entries {
+		e := &b.Entries[i]
+		buf = binenc.AppendString(buf, e.Path)
+		buf = appendSide(buf, e.Old)
+		buf = appendSide(buf, e.New)
+		buf = binenc.AppendString(buf, string(e.Content))
+	}
+	fw.Write(buf)
+	fw.Close()
+	w.Write([]byte{'W', 'T', 'X', 'B', Version, byte(b.Flags)})
+	w.Write(body.Bytes())
+	sum := sha256.Sum256(w.Bytes())
+	w.Write(sum[:])
+	return nil
+}
+
+func TestHostileShapesRefused(t *testing.T) {
+	cases := map[string]func(b *Bundle){
+		"dot-dot":   func(b *Bundle) { b.Entries[0].Path = "../a.txt" },
+		"absolute":  func(b *Bundle) { b.Entries[0].Path = "/a.txt" },
+		"git":       func(b *Bundle) { b.Entries[0].Path = ".GiT/hooks" },
+		"duplicate": func(b *Bundle) { b.Entries[1] = b.Entries[0] },
+		"order":     func(b *Bundle) { b.Entries[0], b.Entries[1] = b.Entries[1], b.Entries[0] },
+		"under link": func(b *Bundle) {
+			e := b.Entries[4]
+			e.Path = "d/link/x"
+			b.Entries = []Entry{b.Entries[0], b.Entries[1], b.Entries[2], e, b.Entries[3]}
+		},
+		"content":     func(b *Bundle) { b.Entries[0].Content = []byte("NEW\n") },
+		"size":        func(b *Bundle) { b.Entries[0].New.Size = 1 << 40 },
+		"digest":      func(b *Bundle) { b.Entries[0].Old.Digest = string(blob.Sum([]byte("other"))) },
+		"perm":        func(b *Bundle) { b.Entries[0].New.Perm = 0o4755 },
+		"type":        func(b *Bundle) { b.Entries[1].New.Type = tree.Special },
+		"nothing":     func(b *Bundle) { b.Entries[3].Old = nil },
+		"dir content": func(b *Bundle) { b.Entries[1].Content = []byte("x") },
+		"flags":       func(b *Bundle) { b.Flags = 0x80 },
+		"no-op":       func(b *Bundle) { b.Entries[0].New = b.Entries[0].Old; b.Entries[0].Content = []byte("old\n") },
+	}
+	for name, mutate := range cases {
+		t.Run(name, func(t *testing.T) {
+			b := sample()
+			mutate(b)
+			if name != "digest" {
+				// a forger recomputes the change-set digest too
+				b.Origin.ChangesetDigest = tree.ChangesetDigest(b.Changes())
+			}
+			_, err := Decode(reseal(b), DefaultLimits)
+			if !errors.Is(err, ErrCorrupt) {
+				t.Fatalf("got %v, want ErrCorrupt", err)
+			}
+			t.Log(err)
+		})
+	}
+	// the resealer itself makes bundles Decode accepts (control)
+	if _, err := Decode(reseal(sample()), DefaultLimits); err != nil {
+		t.Fatalf("control: %v", err)
+	}
+}
+
+func TestDecompressionBombRefused(t *testing.T) {
+	b := sample()
+	big := strings.Repeat("\x00", 1<<20)
+	b.Entries[0].New = file("a.txt", big, 0o644)
+	b.Entries[0].Content = []byte(big)
+	b.Origin.ChangesetDigest = tree.ChangesetDigest(b.Changes())
+	data := encode(t, b)
+	if len(data) > 16<<10 {
+		t.Fatalf("1 MiB of zeros compressed to %d bytes", len(data))
+	}
+	_, err := Decode(data, Limits{Compressed: 1 << 20, Expanded: 64 << 10, Entries: 100})
+	if !errors.Is(err, ErrTooLarge) {
+		t.Fatalf("got %v, want ErrTooLarge", err)
+	}
+	if _, err := Decode(data, DefaultLimits); err != nil {
+		t.Fatalf("control: %v", err)
+	}
+}
+
+func FuzzDecode(f *testing.F) {
+	f.Add(encode(f, sample()))
+	f.Add(reseal(sample()))
+	f.Add([]byte("WTXB\x01\x00"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		b, err := Decode(data, Limits{Compressed: 1 << 20, Expanded: 1 << 20, Entries: 1000})
+		if err != nil {
+			if !errors.Is(err, ErrCorrupt) {
+				t.Fatalf("error without ErrCorrupt: %v", err)
+			}
+			return
+		}
+		// whatever decodes re-encodes and decodes to the same change set
+		again, err := Decode(encode(t, b), DefaultLimits)
+		if err != nil {
+			t.Fatalf("re-encoded bundle refused: %v", err)
+		}
+		if tree.ChangesetDigest(again.Changes()) != b.Origin.ChangesetDigest {
+			t.Fatal("change set differs after re-encoding")
+		}
+	})
+}
