@@ -54,6 +54,9 @@ type stageConfig struct {
 	// At is the op a stage was opened at (BeginOptions.At): its view and
 	// base are the workspace right after that op.
 	At string `json:"at,omitempty"`
+	// Import is where the change set of a stage made by wtx import came
+	// from; nil for a stage made here.
+	Import *ImportOrigin `json:"import,omitempty"`
 }
 
 // Stage is one transaction over a workspace.

@@ -298,7 +298,7 @@ EXIT STATUS
 	}
 	group("stage", newRunCommand(g), newBeginCommand(g), newShellCommand(g), newListCommand(g),
 		newStatusCommand(g), newDiffCommand(g), newReviewCommand(g), newApplyCommand(g), newDropCommand(g),
-		newForkCommand(g))
+		newForkCommand(g), newExportCommand(g), newImportCommand(g))
 	group("agent", newReadCommand(g), newWriteCommand(g), newEditCommand(g), newRmCommand(g),
 		newRebaseCommand(g), newDropOpCommand(g), newBatchCommand(g), newMCPCommand(g), newFlowCommand(g))
 	group("history", newLogCommand(g), newShowCommand(g), newUndoCommand(g), newRecoverCommand(g),

@@ -38,6 +38,8 @@ const (
 	fileOpIsDir
 	fileOpNotExist
 	fileOpNotRegular
+	fileOpNotEmpty
+	fileOpNoParent
 )
 
 // fileOpMain performs "write REL PERM" (content on stdin) or "rm REL" in
@@ -59,8 +61,10 @@ func fileOpMain(args []string) int {
 			err = removeInTree(dir, args[1])
 		case len(args) == 1 && args[0] == "restore":
 			err = restoreMain()
+		case len(args) == 1 && args[0] == "materialize":
+			err = materializeMain()
 		default:
-			err = fmt.Errorf("usage: %s write REL PERM | rm REL", fileOpArg)
+			err = fmt.Errorf("usage: %s write REL PERM | rm REL | restore | materialize", fileOpArg)
 		}
 	}
 	if err == nil {
@@ -76,6 +80,10 @@ func fileOpMain(args []string) int {
 		return fileOpNotExist
 	case errors.Is(err, fsx.ErrNotRegular):
 		return fileOpNotRegular
+	case errors.Is(err, ErrNotEmpty):
+		return fileOpNotEmpty
+	case errors.Is(err, ErrNoParent):
+		return fileOpNoParent
 	}
 	return fileOpFailed
 }

@@ -1,0 +1,369 @@
+package wtx
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"sort"
+
+	"github.com/wtx-dev/wtx/internal/bundle"
+	"github.com/wtx-dev/wtx/internal/failpoint"
+	"github.com/wtx-dev/wtx/internal/fsx"
+	"github.com/wtx-dev/wtx/internal/quote"
+	"github.com/wtx-dev/wtx/internal/stage"
+	"github.com/wtx-dev/wtx/internal/tree"
+)
+
+// ExportResult says what an export wrote.
+type ExportResult struct {
+	Tx              string `json:"tx"`
+	ChangesetDigest string `json:"changeset_digest"`
+	BaseDigest      string `json:"base_digest"`
+	Counts          Counts `json:"counts"`
+	Receipts        int    `json:"receipts"`
+	// Bytes is the size of the bundle written (0 for a git export).
+	Bytes int64 `json:"bytes"`
+	// BundleDigest is the digest of the bundle's bytes.
+	BundleDigest string `json:"bundle_digest,omitempty"`
+	GitHead      string `json:"git_head,omitempty"`
+	GitDirty     string `json:"git_dirty,omitempty"`
+	// Ref and Commit name what a git export wrote.
+	Ref    string `json:"ref,omitempty"`
+	Commit string `json:"commit,omitempty"`
+}
+
+// ImportOptions configure an import.
+type ImportOptions struct {
+	// Name is an optional name for the new stage.
+	Name string
+	// Backend stages this workspace: "auto" (or empty), "overlay", "clone"
+	// or "copy".
+	Backend string
+	// Protect selectors make an apply that touches them need approval.
+	Protect []string
+}
+
+// ImportOrigin is what a stage made by import keeps of where its change
+// set came from.
+type ImportOrigin struct {
+	FromTx          string            `json:"from_tx"`
+	FromName        string            `json:"from_name,omitempty"`
+	FromWorkspace   string            `json:"from_workspace"`
+	GitHead         string            `json:"git_head,omitempty"`
+	GitDirty        string            `json:"git_dirty,omitempty"`
+	BaseDigest      string            `json:"base_digest"`
+	ChangesetDigest string            `json:"changeset_digest"`
+	BundleDigest    string            `json:"bundle_digest,omitempty"`
+	GitCommit       string            `json:"git_commit,omitempty"`
+	Receipts        []json.RawMessage `json:"receipts"`
+}
+
+// ImportResult says what an import made.
+type ImportResult struct {
+	Tx              string       `json:"tx"`
+	Name            string       `json:"name,omitempty"`
+	Backend         string       `json:"backend"`
+	Origin          ImportOrigin `json:"origin"`
+	ChangesetDigest string       `json:"changeset_digest"`
+	Counts          Counts       `json:"counts"`
+	// GitHeadHere is this workspace's git HEAD ("" when it is not a git
+	// repository); SameGitHead says whether it is the one the change set
+	// was made on.
+	GitHeadHere string `json:"git_head_here,omitempty"`
+	SameGitHead bool   `json:"same_git_head"`
+	// Drift lists the paths where this workspace does not hold the base the
+	// change set was made on: an apply of them is refused.
+	Drift []Conflict `json:"drift"`
+}
+
+// bundleOf collects the stage's change set as a bundle: every changed path
+// with its base and new entry, the new content when withContent, the
+// stage's receipts and where it was made.
+func (s *Stage) bundleOf(ctx context.Context, withContent bool) (*bundle.Bundle, *ChangeSet, error) {
+	if err := s.reload(ctx); err != nil {
+		return nil, nil, err
+	}
+	if s.row.State != StateOpen {
+		if err := s.checkUsable(); err != nil {
+			return nil, nil, err
+		}
+	}
+	cs, err := s.Changes(ctx, nil)
+	if err != nil {
+		return nil, nil, err
+	}
+	v, err := s.view(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer v.Close()
+	b := &bundle.Bundle{}
+	if !withContent {
+		b.Flags = bundle.FlagContentElsewhere
+	}
+	var unknown []Conflict
+	for i := range cs.changes {
+		c := &cs.changes[i]
+		e := bundle.Entry{Path: c.Path, Old: plainEntry(c.Old), New: plainEntry(c.New)}
+		if e.Old != nil && e.Old.Type == tree.File && e.Old.Digest == "" {
+			unknown = append(unknown, Conflict{Path: c.Path, Kind: "modified", Base: "unknown", Current: "changed",
+				Detail: "the workspace copy changed since the stage opened, so its base is no longer known"})
+			continue
+		}
+		if e.New != nil && e.New.Type == tree.File && withContent {
+			data, err := s.stagedContent(v, c.New)
+			if err != nil {
+				return nil, nil, err
+			}
+			e.Content = data
+		}
+		b.Entries = append(b.Entries, e)
+	}
+	if len(unknown) > 0 {
+		return nil, nil, &Error{Code: CodeTargetChanged, Conflicts: unknown,
+			Message: fmt.Sprintf("%d paths changed in the workspace since stage %s opened; their base cannot be exported", len(unknown), s.ID())}
+	}
+	rows, err := s.ws.db.ReceiptsForStage(ctx, s.ID())
+	if err != nil {
+		return nil, nil, AsError(err)
+	}
+	if s.cfg.Import != nil {
+		for _, r := range s.cfg.Import.Receipts {
+			b.Receipts = append(b.Receipts, []byte(r))
+		}
+	}
+	for _, r := range rows {
+		b.Receipts = append(b.Receipts, []byte(r.Body))
+	}
+	head, dirty := gitIdentity(ctx, s.ws.path, cs.base)
+	b.Origin = bundle.Origin{Stage: s.ID(), Name: s.Name(), Workspace: s.ws.path, GitHead: head, GitDirty: dirty,
+		BaseDigest: tree.Digest(cs.base.Entries), ChangesetDigest: cs.Digest, ExportedAt: s.ws.now().UnixNano()}
+	return b, cs, nil
+}
+
+// plainEntry is e without what only this machine knows (stat tuples).
+func plainEntry(e *tree.Entry) *tree.Entry {
+	if e == nil {
+		return nil
+	}
+	p := &tree.Entry{Path: e.Path, Type: e.Type, Perm: e.Perm, Size: e.Size, Digest: e.Digest, Target: e.Target}
+	switch e.Type {
+	case tree.Dir:
+		p.Size, p.Digest, p.Target = 0, "", ""
+	case tree.Symlink:
+		p.Perm, p.Size, p.Digest = 0, int64(len(e.Target)), ""
+	case tree.File:
+		p.Target = ""
+	}
+	return p
+}
+
+// Export writes the stage's change set to w as a bundle that Import takes
+// on any machine: every changed path with its base (the drift baseline)
+// and its new content, the stage's receipts, the workspace's git HEAD and
+// a digest of its uncommitted files, all under one digest.
+func (s *Stage) Export(ctx context.Context, w io.Writer) (*ExportResult, error) {
+	b, cs, err := s.bundleOf(ctx, true)
+	if err != nil {
+		return nil, err
+	}
+	cw := &countingWriter{w: w, h: sha256.New()}
+	if err := bundle.Encode(cw, b); err != nil {
+		return nil, AsError(fmt.Errorf("write bundle: %w", err))
+	}
+	return &ExportResult{Tx: s.ID(), ChangesetDigest: cs.Digest, BaseDigest: b.Origin.BaseDigest, Counts: cs.Counts,
+		Receipts: len(b.Receipts), Bytes: cw.n, BundleDigest: fmt.Sprintf("sha256:%x", cw.h.Sum(nil)),
+		GitHead: b.Origin.GitHead, GitDirty: b.Origin.GitDirty}, nil
+}
+
+type countingWriter struct {
+	w io.Writer
+	h interface {
+		io.Writer
+		Sum([]byte) []byte
+	}
+	n int64
+}
+
+func (c *countingWriter) Write(p []byte) (int, error) {
+	n, err := c.w.Write(p)
+	c.n += int64(n)
+	c.h.Write(p[:n])
+	return n, err
+}
+
+// Import opens a stage on this workspace carrying the change set of the
+// bundle read from r, with the bundle's base entries as its drift
+// baseline: an apply is refused wherever this workspace no longer holds
+// the base the change set was made on (X-001). A bundle that was altered
+// anywhere is refused as io.corrupt before anything is created (X-002).
+func (w *Workspace) Import(ctx context.Context, r io.Reader, opts ImportOptions) (*Stage, *ImportResult, error) {
+	data, err := io.ReadAll(io.LimitReader(r, bundle.DefaultLimits.Compressed+1))
+	if err != nil {
+		return nil, nil, AsError(fmt.Errorf("read bundle: %w", err))
+	}
+	b, err := decodeBundle(data)
+	if err != nil {
+		return nil, nil, err
+	}
+	if b.Flags&bundle.FlagContentElsewhere != 0 {
+		return nil, nil, errorf(CodeCorrupt, "this bundle carries no file content (it travels inside a git commit): import it with --git")
+	}
+	sum := sha256.Sum256(data)
+	return w.importBundle(ctx, b, ImportOrigin{BundleDigest: fmt.Sprintf("sha256:%x", sum)}, opts)
+}
+
+func decodeBundle(data []byte) (*bundle.Bundle, error) {
+	decode := bundle.Decode
+	if failpoint.Disabled("bundle-digest") {
+		decode = bundle.DecodeUnverified // negative control of X-002
+	}
+	b, err := decode(data, bundle.DefaultLimits)
+	if err != nil {
+		return nil, &Error{Code: CodeCorrupt, Message: "refusing the bundle: " + err.Error(), Err: err}
+	}
+	return b, nil
+}
+
+// importBundle makes the stage. Everything that can refuse the bundle
+// itself runs before the stage is opened.
+func (w *Workspace) importBundle(ctx context.Context, b *bundle.Bundle, origin ImportOrigin, opts ImportOptions) (*Stage, *ImportResult, error) {
+	for i, body := range b.Receipts {
+		if _, err := VerifyReceipt(body); err != nil && !failpoint.Disabled("bundle-digest") {
+			return nil, nil, &Error{Code: CodeCorrupt, Message: fmt.Sprintf("refusing the bundle: receipt %d: %v", i+1, err), Err: err}
+		}
+		origin.Receipts = append(origin.Receipts, json.RawMessage(body))
+	}
+	o := &b.Origin
+	origin.FromTx, origin.FromName, origin.FromWorkspace = o.Stage, o.Name, o.Workspace
+	origin.GitHead, origin.GitDirty, origin.BaseDigest, origin.ChangesetDigest = o.GitHead, o.GitDirty, o.BaseDigest, o.ChangesetDigest
+	if origin.Receipts == nil {
+		origin.Receipts = []json.RawMessage{}
+	}
+
+	s, err := w.Begin(ctx, BeginOptions{Name: opts.Name, Backend: opts.Backend, Protect: opts.Protect})
+	if err != nil {
+		return nil, nil, err
+	}
+	ok := false
+	defer func() {
+		if !ok {
+			_ = s.Drop(context.WithoutCancel(ctx)) // the import failed; its error says why, a failed drop adds nothing
+		}
+	}()
+	if err := s.fill(ctx, b, &origin); err != nil {
+		return nil, nil, err
+	}
+	st, err := s.Status(ctx, nil)
+	if err != nil {
+		return nil, nil, err
+	}
+	ok = true
+	res := &ImportResult{Tx: s.ID(), Name: s.Name(), Backend: s.Backend(), Origin: origin,
+		ChangesetDigest: st.ChangesetDigest, Counts: st.Counts, Drift: st.Drift}
+	if res.Drift == nil {
+		res.Drift = []Conflict{}
+	}
+	res.GitHeadHere, _ = gitIdentity(ctx, w.path, nil)
+	res.SameGitHead = res.GitHeadHere != "" && res.GitHeadHere == o.GitHead
+	return s, res, nil
+}
+
+// fill writes the bundle's new entries into the stage's view and puts its
+// base entries into the stage's manifest in place of this workspace's.
+func (s *Stage) fill(ctx context.Context, b *bundle.Bundle, origin *ImportOrigin) error {
+	release, err := s.holdShared(ctx, "import")
+	if err != nil {
+		return err
+	}
+	defer release()
+	unlock, err := s.ws.lock(ctx)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	v, err := s.view(ctx)
+	if err != nil {
+		return err
+	}
+	puts := make([]stage.Put, len(b.Entries))
+	for i := range b.Entries {
+		e := &b.Entries[i]
+		puts[i] = stage.Put{Path: e.Path, New: e.New, Content: e.Content}
+	}
+	err = stage.Materialize(ctx, v, puts)
+	v.Close()
+	if err != nil {
+		var msg string
+		switch {
+		case errors.Is(err, stage.ErrNotEmpty):
+			msg = "a directory the change set removes holds more here than it did where the change set was made"
+		case errors.Is(err, stage.ErrNoParent):
+			msg = "a directory the change set was made in is missing here"
+		case errors.Is(err, fsx.ErrSymlink):
+			msg = "a directory the change set writes in is a symlink here"
+		default:
+			return stagingError(err)
+		}
+		return &Error{Code: CodeTargetChanged, Err: err,
+			Message: fmt.Sprintf("this workspace does not hold the base the change set was made on: %s (%v)", msg, err)}
+	}
+	m, err := s.manifest()
+	if err != nil {
+		return err
+	}
+	touched := make(map[string]bool, len(b.Entries))
+	for i := range b.Entries {
+		touched[b.Entries[i].Path] = true
+	}
+	entries := m.Entries[:0:0]
+	for _, e := range m.Entries {
+		if !touched[e.Path] {
+			entries = append(entries, e)
+		}
+	}
+	for i := range b.Entries {
+		if old := b.Entries[i].Old; old != nil && !failpoint.Disabled("import-base") {
+			// No stat tuple: nothing here may prove this entry unchanged;
+			// the workspace copy is hashed and compared at every check.
+			entries = append(entries, tree.Entry{Path: old.Path, Type: old.Type, Perm: old.Perm, Size: old.Size,
+				Digest: old.Digest, Target: old.Target})
+		}
+	}
+	if failpoint.Disabled("import-base") {
+		// negative control: the base is this workspace's own at import
+		for _, e := range m.Entries {
+			if touched[e.Path] {
+				entries = append(entries, e)
+			}
+		}
+	}
+	sort.Slice(entries, func(i, j int) bool { return entries[i].Path < entries[j].Path })
+	m.Entries = entries
+	if err := writeManifest(s.ws.stageDir(s.ID()), m); err != nil {
+		return AsError(err)
+	}
+	s.cfg.Import = origin
+	raw, err := json.Marshal(s.cfg)
+	if err != nil {
+		return AsError(err)
+	}
+	s.row.Config = raw
+	s.row.UpdatedAt = s.ws.now().UTC()
+	return AsErrorOrNil(s.ws.db.UpdateStage(ctx, s.row))
+}
+
+// Origin is where an imported stage's change set came from (nil for a
+// stage made here).
+func (s *Stage) Origin() *ImportOrigin { return s.cfg.Import }
+
+func describeImport(r *ImportResult) string {
+	from := r.Origin.FromTx
+	if r.Origin.FromName != "" {
+		from += " (" + quote.Path(r.Origin.FromName) + ")"
+	}
+	return from
+}
