@@ -1,43 +1,70 @@
 // Command bench measures wtx on a real-sized tree, each figure beside the
 // tool a user would otherwise reach for, run in the same process on the
-// same tree.
+// same tree, so that the ratios hold on any machine.
 //
-// Run it from the module root (Linux; it needs sh, cp, xargs and sync, and
-// git for the change-scan baseline):
+// Run it from the module root (Linux; it needs sh, cp, xargs, rm and sync,
+// git for the change-scan baselines, and strace for the syscall count):
 //
 //	go run ./bench                        # 20,000-file synthetic tree, 3 runs
 //	go run ./bench -files 50000 -runs 5
 //	go run ./bench -tree ~/src/project    # any tree: copied, never changed
+//	go run ./bench -scale 100000,300000,1000000   # adds the scale trees
 //	go run ./bench -json > bench.json     # the same figures for machines
+//
+// The full run of the performance targets is
+//
+//	go run ./bench -scale 100000,300000,1000000
+//
+// (about 20 GB free on the scratch filesystem and most of an hour on two
+// cores); -dirty 0 skips the dirty-data scenarios, -scale "" (the default)
+// the scale trees.
 //
 // The tree is, in order: -tree DIR; else the Linux 6.1 source when the
 // Debian package linux-source-6.1 has installed
 // /usr/src/linux-source-6.1.tar.xz (extracted once into the user cache
 // directory; -files does not apply); else a synthetic tree of -files regular
 // files, reproducible from -seed: most files 1-16 KiB, 2% 100 KiB-1 MiB, 3%
-// empty, directories up to 8 deep, about one symlink per 1,000 files.
+// empty, directories up to 8 deep, about one symlink per 1,000 files. A
+// version-control directory (.git) in the tree is copied but never changed.
 //
-// The tree is copied into a scratch workspace, and wtx keeps its state
-// beside it (WTX_STATE_DIR). Each scenario runs -runs times; the table
-// gives the median wall time of the wtx command and of its baseline, their
-// ratio (wtx / baseline: below 1 means wtx is faster), and the wtx command's
-// peak memory (max RSS of the wtx process, from its rusage). A scenario
-// whose samples have already taken longer than -budget stops early and says
-// so in the n column (samples taken):
+// The tree is copied into a scratch workspace (under -scratch, default the
+// system's temporary directory), and wtx keeps its state beside it
+// (WTX_STATE_DIR). Each scenario runs -runs times; the table gives the
+// median wall time of the wtx command and of its baseline, their ratio (wtx
+// / baseline: below 1 means wtx is faster), the target ratio and whether it
+// is met, and the wtx command's peak memory (max RSS of the wtx process,
+// from its rusage). A scenario whose samples have already taken longer than
+// -budget stops early and says so in the n column (samples taken).
 //
 //   - open+run+scan: 'wtx run -- true' opens a stage, runs true in it and
-//     scans the change set; baseline 'cp -a' of the workspace.
-//   - change scan, N changed: 'wtx status' on a stage where a script has
-//     appended to N files; baseline 'git status' in a git repository of the
-//     same tree with the same N files changed (skipped without git).
-//   - durable apply, N changed: 'wtx apply' of a stage that changed N files
-//     (journal, fsyncs, renames); baseline 'cp -a' of the same N files over
-//     a copy of the tree, then 'sync'. Dirty data from staging is synced
-//     before either is timed.
+//     scans the change set; baseline 'git status' in a git repository of
+//     the same tree (and 'try -n true' when try is installed).
+//   - status, diff --stat, diff with N changed (N = 1,000, 10,000,
+//     20,000, capped at the tree's files): one stage where a script has
+//     appended a byte to N files; baselines 'git status', 'git diff
+//     --stat' and 'git diff' with the same N files changed.
+//   - durable apply, N modified (N = 1,000 and 10,000): 'wtx apply' of a
+//     stage that changed N files (journal, fsyncs, renames); baseline 'cp
+//     -a' of the same N files over a copy of the tree, then 'sync'. Then
+//     'wtx undo' of that op against the same copy again.
+//   - durable apply, N new: a stage that copied a package-like tree of
+//     -pkgfiles small files into the workspace; baseline 'cp -a' of it
+//     into the copy and 'sync'; its undo against 'rm -rf' of it and 'sync'.
+//   - syscalls per changed file: 'strace -c -f' of the apply of 1,000
+//     modified files (not measured without strace).
+//   - with dirty data: -dirty bytes of unrelated data written (not synced)
+//     on the scratch filesystem just before 'wtx run -- true' and a
+//     1,000-file apply, against the same command without it.
+//   - scale (-scale N,…): a synthetic tree of N small files as its own
+//     workspace: open+run+scan, status after 100 changes, and a 1,000-file
+//     apply (against cp -a + sync), with the peak RSS of each beside the
+//     budget of 100 MB + 200 bytes per tree entry.
 //
-// Flags: -files, -seed, -runs, -budget, -tree, -wtx PATH (default: build ./cmd/wtx
-// with the go command), -keep (leave the scratch directory and print its
-// path), -json.
+// Dirty data left by untimed steps is synced before each timed command.
+//
+// Flags: -files, -pkgfiles, -seed, -runs, -budget, -tree, -scratch,
+// -dirty, -scale, -wtx PATH (default: build ./cmd/wtx with the go command),
+// -keep (leave the scratch directory and print its path), -json.
 package main
 
 import (
@@ -53,6 +80,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"slices"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -64,19 +92,40 @@ const linuxTarball = "/usr/src/linux-source-6.1.tar.xz"
 // mutate appends one byte to each file named, one a line, in the file $1.
 const mutate = `while IFS= read -r f; do printf x >> "$f"; done < "$1"`
 
+// copyFiles copies the files named in $2 (relative to the current
+// directory) to the same names under $1, then syncs: the baseline of a
+// durable apply.
+const copyFiles = `xargs -d '\n' cp -a --parents -t "$1" < "$2" && sync`
+
 func main() {
 	var cfg config
+	var scale string
 	flag.IntVar(&cfg.files, "files", 20000, "regular files in the synthetic tree")
-	flag.Uint64Var(&cfg.seed, "seed", 1, "seed of the synthetic tree and of the choice of changed files")
+	flag.IntVar(&cfg.pkgFiles, "pkgfiles", 20000, "files of the package-like tree the new-files apply adds")
+	flag.Uint64Var(&cfg.seed, "seed", 1, "seed of the synthetic trees and of the choice of changed files")
 	flag.IntVar(&cfg.runs, "runs", 3, "runs of each scenario; the table shows medians")
 	flag.DurationVar(&cfg.budget, "budget", 30*time.Second, "stop repeating a scenario once its runs took this long")
 	flag.StringVar(&cfg.tree, "tree", "", "benchmark a copy of `DIR` instead of the Linux source or a synthetic tree")
+	flag.StringVar(&cfg.scratch, "scratch", "", "make the scratch directory under `DIR` (default: the temporary directory)")
+	flag.Int64Var(&cfg.dirty, "dirty", 1536<<20, "bytes of unrelated dirty data for the dirty-data scenarios (0: skip them)")
+	flag.StringVar(&scale, "scale", "", "comma-separated sizes `N,…` of synthetic scale trees (e.g. 100000,300000,1000000)")
 	flag.StringVar(&cfg.wtx, "wtx", "", "the wtx binary to measure (default: go build ./cmd/wtx)")
 	flag.BoolVar(&cfg.keep, "keep", false, "keep the scratch directory")
 	flag.BoolVar(&cfg.json, "json", false, "print the report as JSON")
 	flag.Parse()
-	if cfg.runs < 1 || cfg.files < 1 {
-		fmt.Fprintln(os.Stderr, "bench: -runs and -files must be at least 1")
+	for _, f := range strings.Split(scale, ",") {
+		if f = strings.TrimSpace(f); f == "" {
+			continue
+		}
+		n, err := strconv.Atoi(f)
+		if err != nil || n < 1000 {
+			fmt.Fprintf(os.Stderr, "bench: -scale %q: sizes are numbers of files, at least 1000\n", f)
+			os.Exit(2)
+		}
+		cfg.scale = append(cfg.scale, n)
+	}
+	if cfg.runs < 1 || cfg.files < 1 || cfg.pkgFiles < 0 || cfg.dirty < 0 {
+		fmt.Fprintln(os.Stderr, "bench: -runs and -files must be at least 1, -pkgfiles and -dirty not negative")
 		os.Exit(2)
 	}
 	if err := run(cfg); err != nil {
@@ -86,11 +135,13 @@ func main() {
 }
 
 type config struct {
-	files, runs int
-	seed        uint64
-	tree, wtx   string
-	keep, json  bool
-	budget      time.Duration
+	files, pkgFiles, runs int
+	seed                  uint64
+	tree, wtx, scratch    string
+	keep, json            bool
+	budget                time.Duration
+	dirty                 int64
+	scale                 []int
 }
 
 // report is the whole output, as -json prints it.
@@ -101,6 +152,8 @@ type report struct {
 	OS      string    `json:"os"`
 	CPUs    int       `json:"cpus"`
 	Results []result  `json:"results"`
+	Counts  []count   `json:"counts"`
+	Notes   []string  `json:"notes"`
 	Took    float64   `json:"took_seconds"`
 }
 
@@ -112,10 +165,36 @@ type result struct {
 	Seconds         float64   `json:"seconds"`
 	Samples         []float64 `json:"samples"`
 	MaxRSS          int64     `json:"max_rss_bytes"`
+	RSSBudget       int64     `json:"rss_budget_bytes,omitempty"`
 	Baseline        string    `json:"baseline,omitempty"`
 	BaselineSeconds float64   `json:"baseline_seconds,omitempty"`
 	BaselineSamples []float64 `json:"baseline_samples,omitempty"`
 	Ratio           float64   `json:"ratio,omitempty"`
+	// Target is the ratio the scenario should stay at or under (0: none).
+	Target float64 `json:"target,omitempty"`
+}
+
+// met reports whether the ratio and the memory budget are within target.
+func (r result) met() (bool, bool) {
+	set := false
+	ok := true
+	if r.Target > 0 && r.Baseline != "" {
+		set = true
+		ok = ok && r.Ratio <= r.Target
+	}
+	if r.RSSBudget > 0 {
+		set = true
+		ok = ok && r.MaxRSS <= r.RSSBudget
+	}
+	return ok, set
+}
+
+// count is a figure that is a number rather than a time.
+type count struct {
+	Name   string  `json:"name"`
+	Value  float64 `json:"value"`
+	Target float64 `json:"target,omitempty"` // at most; 0: none
+	Detail string  `json:"detail,omitempty"`
 }
 
 // bench holds one benchmark session's scratch layout.
@@ -126,14 +205,17 @@ type bench struct {
 	ws      string // the workspace, a copy of the tree
 	state   string // WTX_STATE_DIR
 	spare   string // a copy of the tree the baselines may change; "" until made
+	git     string // a git repository of the tree; "" until made or without git
 	order   []string
 	nLists  int
 	results []result
+	figures []count
+	notes   []string
 }
 
 func run(cfg config) error {
 	start := time.Now()
-	work, err := os.MkdirTemp("", "wtx-bench-")
+	work, err := os.MkdirTemp(cfg.scratch, "wtx-bench-")
 	if err != nil {
 		return err
 	}
@@ -169,13 +251,13 @@ func run(cfg config) error {
 	r := rand.New(rand.NewPCG(cfg.seed, 0xc4a9))
 	r.Shuffle(len(b.order), func(i, j int) { b.order[i], b.order[j] = b.order[j], b.order[i] })
 
-	for _, step := range []func() error{b.openRun, b.changeScan, b.durableApply} {
+	for _, step := range []func() error{b.openRun, b.changeScan, b.durableApply, b.newFiles, b.syscalls, b.dirtyData, b.scaleTrees} {
 		if err := step(); err != nil {
 			return err
 		}
 	}
 	rep := report{Tree: label, Stats: *stats, Runs: cfg.runs, OS: runtime.GOOS + "/" + runtime.GOARCH,
-		CPUs: runtime.NumCPU(), Results: b.results, Took: time.Since(start).Seconds()}
+		CPUs: runtime.NumCPU(), Results: b.results, Counts: b.figures, Notes: b.notes, Took: time.Since(start).Seconds()}
 	if cfg.json {
 		enc := json.NewEncoder(os.Stdout)
 		enc.SetIndent("", "  ")
@@ -244,165 +326,41 @@ func (b *bench) spareTree() (string, error) {
 	return b.spare, nil
 }
 
+// gitTree returns a git repository of the tree, with its index refreshed
+// as a user's would be, or "" without git. A tree that is a git repository
+// already gets a commit of its whole content on top.
+func (b *bench) gitTree() (string, error) {
+	if b.git != "" {
+		return b.git, nil
+	}
+	if _, err := exec.LookPath("git"); err != nil {
+		b.note("no git in PATH: the git baselines are not measured")
+		return "", nil
+	}
+	progress("committing the tree to a git repository")
+	dir := filepath.Join(b.work, "git")
+	if _, err := b.exec("", "cp", "-a", b.ws, dir); err != nil {
+		return "", err
+	}
+	for _, args := range [][]string{
+		{"init", "-q"},
+		{"-c", "core.compression=0", "add", "-A", "-f"}, // -f: a tree may ignore itself (Debian's kernel source does)
+		{"-c", "user.name=wtx-bench", "-c", "user.email=bench@wtx.invalid", "commit", "-q", "--no-verify", "-m", "tree"},
+		{"status", "--porcelain"}, // refreshes the index, as a user's repository would be
+	} {
+		if _, err := b.exec(dir, "git", args...); err != nil {
+			return "", err
+		}
+	}
+	b.git = dir
+	return dir, nil
+}
+
 // settle flushes dirty data left by untimed steps, so that it does not land
 // on the next timed command.
 func (b *bench) settle() error {
 	_, err := b.exec("", "sync")
 	return err
-}
-
-// openRun times 'wtx run -- true' against 'cp -a' of the workspace.
-func (b *bench) openRun() error {
-	progress("open+run+scan")
-	res := result{Scenario: "open+run+scan", Command: "wtx run -- true", Baseline: "cp -a"}
-	dst := filepath.Join(b.work, "cp-a")
-	for res.more(b.cfg) {
-		if err := b.settle(); err != nil {
-			return err
-		}
-		s, err := b.wtxCmd("--json", "run", "--", "true")
-		if err != nil {
-			return err
-		}
-		res.add(s)
-		if err := b.drop(s); err != nil {
-			return err
-		}
-		if err := b.settle(); err != nil {
-			return err
-		}
-		c, err := b.exec("", "cp", "-a", b.ws, dst)
-		if err != nil {
-			return err
-		}
-		res.addBaseline(c)
-		if err := os.RemoveAll(dst); err != nil {
-			return err
-		}
-	}
-	b.results = append(b.results, res.done())
-	return nil
-}
-
-// changeScan times 'wtx status' on one stage as it accumulates 1, 100 and
-// 10,000 changed files, against 'git status' with the same changes.
-func (b *bench) changeScan() error {
-	var git string
-	if _, err := exec.LookPath("git"); err == nil {
-		progress("change scan: committing the tree to a git repository")
-		if git, err = b.spareTree(); err != nil {
-			return err
-		}
-		for _, args := range [][]string{
-			{"init", "-q"},
-			{"-c", "core.compression=0", "add", "-A", "-f"}, // -f: a tree may ignore itself (Debian's kernel source does)
-			{"-c", "user.name=wtx-bench", "-c", "user.email=bench@wtx.invalid", "commit", "-q", "-m", "tree"},
-			{"status", "--porcelain"}, // refreshes the index, as a user's repository would be
-		} {
-			if _, err := b.exec(git, "git", args...); err != nil {
-				return err
-			}
-		}
-	} else {
-		progress("change scan: no git in PATH, no baseline")
-	}
-	tx, prev := "", 0
-	for _, n := range b.counts(1, 100, 10000) {
-		progress("change scan, %d changed", n)
-		list, err := b.list(prev, n)
-		if err != nil {
-			return err
-		}
-		args := []string{"--json", "run"}
-		if tx != "" {
-			args = append(args, "--tx", tx)
-		}
-		s, err := b.wtxCmd(append(args, "--", "sh", "-c", mutate, "sh", list)...)
-		if err != nil {
-			return err
-		}
-		if tx, err = txOf(s); err != nil {
-			return err
-		}
-		res := result{Scenario: fmt.Sprintf("change scan, %d changed", n), Command: "wtx status"}
-		if _, err := b.wtxCmd("status", tx); err != nil { // warm-up, like git's below
-			return err
-		}
-		for range b.cfg.runs {
-			s, err := b.wtxCmd("status", tx)
-			if err != nil {
-				return err
-			}
-			res.add(s)
-		}
-		if git != "" {
-			res.Baseline = "git status"
-			if _, err := b.exec(git, "sh", "-c", mutate, "sh", list); err != nil {
-				return err
-			}
-			if _, err := b.exec(git, "git", "status", "--porcelain"); err != nil {
-				return err
-			}
-			for range b.cfg.runs {
-				s, err := b.exec(git, "git", "status", "--porcelain")
-				if err != nil {
-					return err
-				}
-				res.addBaseline(s)
-			}
-		}
-		b.results = append(b.results, res.done())
-		prev = n
-	}
-	_, err := b.wtxCmd("drop", tx)
-	return err
-}
-
-// durableApply times 'wtx apply' of 1,000 and 10,000 changed files against
-// 'cp -a' of the same files over a copy of the tree, then sync.
-func (b *bench) durableApply() error {
-	dst, err := b.spareTree()
-	if err != nil {
-		return err
-	}
-	const copyFiles = `xargs -d '\n' cp -a --parents -t "$1" < "$2" && sync`
-	for _, n := range b.counts(1000, 10000) {
-		progress("durable apply, %d changed", n)
-		list, err := b.list(0, n)
-		if err != nil {
-			return err
-		}
-		res := result{Scenario: fmt.Sprintf("durable apply, %d changed", n), Command: "wtx apply",
-			Baseline: "cp -a + sync"}
-		for res.more(b.cfg) {
-			s, err := b.wtxCmd("--json", "run", "--", "sh", "-c", mutate, "sh", list)
-			if err != nil {
-				return err
-			}
-			tx, err := txOf(s)
-			if err != nil {
-				return err
-			}
-			if err := b.settle(); err != nil {
-				return err
-			}
-			a, err := b.wtxCmd("apply", tx)
-			if err != nil {
-				return err
-			}
-			res.add(a)
-			if err := b.settle(); err != nil {
-				return err
-			}
-			c, err := b.exec(b.ws, "sh", "-c", copyFiles, "sh", dst, list)
-			if err != nil {
-				return err
-			}
-			res.addBaseline(c)
-		}
-		b.results = append(b.results, res.done())
-	}
-	return nil
 }
 
 // counts caps the wanted change counts at the tree's number of files.
@@ -420,9 +378,17 @@ func (b *bench) counts(want ...int) []int {
 // list writes the files order[from:to], one a line, to a new file outside
 // the workspace and returns its path.
 func (b *bench) list(from, to int) (string, error) {
+	return b.writeList(b.order[from:to])
+}
+
+func (b *bench) writeList(names []string) (string, error) {
 	b.nLists++
-	p := filepath.Join(b.work, fmt.Sprintf("list-%d-%d-%d", b.nLists, from, to))
-	return p, os.WriteFile(p, []byte(strings.Join(b.order[from:to], "\n")+"\n"), 0o644)
+	p := filepath.Join(b.work, fmt.Sprintf("list-%d-%d", b.nLists, len(names)))
+	return p, os.WriteFile(p, []byte(strings.Join(names, "\n")+"\n"), 0o644)
+}
+
+func (b *bench) note(format string, args ...any) {
+	b.notes = append(b.notes, fmt.Sprintf(format, args...))
 }
 
 // sample is one finished child: its wall time, peak memory and stdout.
@@ -435,18 +401,31 @@ type sample struct {
 // exec runs a child in dir (the current directory when empty) and times it;
 // a non-zero exit is an error carrying its stderr.
 func (b *bench) exec(dir, name string, args ...string) (sample, error) {
+	return b.execIn(b.state, dir, name, args...)
+}
+
+// execIn is exec with the state root given.
+func (b *bench) execIn(state, dir, name string, args ...string) (sample, error) {
 	cmd := exec.Command(name, args...)
 	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), "WTX_STATE_DIR="+b.state, "GIT_CONFIG_GLOBAL=/dev/null", "GIT_CONFIG_NOSYSTEM=1")
+	cmd.Env = append(os.Environ(), "WTX_STATE_DIR="+state, "GIT_CONFIG_GLOBAL=/dev/null", "GIT_CONFIG_NOSYSTEM=1",
+		"GIT_PAGER=cat", "PAGER=cat", "NO_COLOR=1")
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	t0 := time.Now()
 	err := cmd.Run()
 	took := time.Since(t0)
 	if err != nil {
-		return sample{}, fmt.Errorf("%s %s: %w\n%s", name, strings.Join(args, " "), err, errb.Bytes())
+		return sample{}, fmt.Errorf("%s %s: %w\n%s", name, strings.Join(args, " "), err, tailOf(errb.Bytes()))
 	}
 	return sample{took: took, rss: maxRSS(cmd.ProcessState), stdout: out.Bytes()}, nil
+}
+
+func tailOf(b []byte) []byte {
+	if len(b) > 4000 {
+		return b[len(b)-4000:]
+	}
+	return b
 }
 
 func (b *bench) wtxCmd(args ...string) (sample, error) {
@@ -471,6 +450,17 @@ func txOf(s sample) (string, error) {
 		return "", errors.Join(fmt.Errorf("wtx run --json: no stage id in %q", s.stdout), err)
 	}
 	return a.Tx, nil
+}
+
+// opOf reads the op id from a 'wtx --json apply' or 'undo' answer.
+func opOf(s sample) (string, error) {
+	var a struct {
+		Op string `json:"op_id"`
+	}
+	if err := json.Unmarshal(s.stdout, &a); err != nil || a.Op == "" {
+		return "", errors.Join(fmt.Errorf("wtx --json: no op id in %q", s.stdout), err)
+	}
+	return a.Op, nil
 }
 
 // more reports whether another run is due: fewer than cfg.runs so far, and
@@ -520,17 +510,55 @@ func printTable(w io.Writer, rep report) {
 		rep.Tree, rep.Stats.NFiles, rep.Stats.Dirs, rep.Stats.Symlinks, bytesIEC(rep.Stats.Bytes), rep.Stats.Depth,
 		rep.OS, rep.CPUs, rep.Runs)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "scenario\tn\twtx command\ttime\tmax RSS\tbaseline\ttime\tratio\t")
+	fmt.Fprintln(tw, "scenario\tn\twtx command\ttime\tmax RSS\tbaseline\ttime\tratio\ttarget\tmet\t")
 	for _, r := range rep.Results {
 		base, bt, ratio := "-", "-", "-"
 		if r.Baseline != "" {
 			base, bt, ratio = r.Baseline, seconds(r.BaselineSeconds), fmt.Sprintf("%.2fx", r.Ratio)
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t\n", r.Scenario, r.Runs, r.Command, seconds(r.Seconds),
-			bytesIEC(r.MaxRSS), base, bt, ratio)
+		var target []string
+		if r.Target > 0 {
+			target = append(target, fmt.Sprintf("≤%.1fx", r.Target))
+		}
+		rss := bytesIEC(r.MaxRSS)
+		if r.RSSBudget > 0 {
+			target = append(target, "RSS ≤"+bytesIEC(r.RSSBudget))
+		}
+		met := "-"
+		if ok, set := r.met(); set && ok {
+			met = "yes"
+		} else if set {
+			met = "NO"
+		}
+		tgt := strings.Join(target, ", ")
+		if tgt == "" {
+			tgt = "-"
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n", r.Scenario, r.Runs, r.Command, seconds(r.Seconds),
+			rss, base, bt, ratio, tgt, met)
 	}
 	tw.Flush()
-	fmt.Fprintf(w, "\nn = runs taken; time = median; ratio = wtx time / baseline time; max RSS = peak memory of the wtx process; total %.0fs\n", rep.Took)
+	for _, c := range rep.Counts {
+		line := fmt.Sprintf("\n%s: %.1f", c.Name, c.Value)
+		if c.Target > 0 {
+			met := "met"
+			if c.Value > c.Target {
+				met = "NOT met"
+			}
+			line += fmt.Sprintf(" (target ≤ %.0f: %s)", c.Target, met)
+		}
+		if c.Detail != "" {
+			line += "; " + c.Detail
+		}
+		fmt.Fprint(w, line)
+	}
+	if len(rep.Counts) > 0 {
+		fmt.Fprintln(w)
+	}
+	for _, n := range rep.Notes {
+		fmt.Fprintf(w, "\nnote: %s", n)
+	}
+	fmt.Fprintf(w, "\n\nn = runs taken; time = median; ratio = wtx time / baseline time; max RSS = peak memory of the wtx process; total %.0fs\n", rep.Took)
 }
 
 func seconds(s float64) string {

@@ -17,6 +17,9 @@ import (
 type synthSpec struct {
 	Files int
 	Seed  uint64
+	// Small draws every file between 100 bytes and 4 KiB (a package tree
+	// like node_modules, and the scale trees) instead of the source mix.
+	Small bool
 }
 
 // Size mix of a synthetic tree, close to a large source tree: 3% empty
@@ -81,6 +84,9 @@ func writeSynthetic(dir string, spec synthSpec) error {
 	for i := range spec.Files {
 		p := path.Join(dirs[r.IntN(len(dirs))], fmt.Sprintf("f%06d%s", i, exts[r.IntN(len(exts))]))
 		size := fileSize(r)
+		if spec.Small {
+			size = 100 + r.IntN(4<<10-100)
+		}
 		var b []byte
 		if size > 0 {
 			b = fmt.Appendf(make([]byte, 0, size), "// %s seed %d\n", p, spec.Seed)

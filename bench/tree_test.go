@@ -135,3 +135,31 @@ func TestStatTreeLeavesOutGit(t *testing.T) {
 		t.Fatalf("files = %q, want %q", st.Files, want)
 	}
 }
+
+func TestStraceCounts(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "strace.txt")
+	const summary = `% time     seconds  usecs/call     calls    errors syscall
+------ ----------- ----------- --------- --------- ----------------
+ 40.00    0.004000           4      1000           fsync
+ 30.00    0.003000           1      2500        12 openat
+ 30.00    0.003000           1      2000           close
+------ ----------- ----------- --------- --------- ----------------
+100.00    0.010000           1      5500        12 total
+`
+	if err := os.WriteFile(p, []byte(summary), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	total, each, err := straceCounts(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if total != 5500 || len(each) != 3 || each[0] != (syscallCount{"openat", 2500}) || each[2] != (syscallCount{"fsync", 1000}) {
+		t.Fatalf("total %d, each %v", total, each)
+	}
+	if err := os.WriteFile(p, []byte("wtx: error\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := straceCounts(p); err == nil {
+		t.Fatal("a summary without a total was read")
+	}
+}
