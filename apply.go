@@ -43,6 +43,10 @@ type ApplyResult struct {
 	Settled bool
 	// Receipt is the apply's receipt (nil for a dry run).
 	Receipt *Receipt
+	// AppliedIn names the earlier ops of the stage that already applied
+	// what was selected: of a settled stage, or of path selectors that
+	// match nothing staged any more but paths those ops wrote.
+	AppliedIn []string
 }
 
 // testHookStep, when set by a test, runs before each plan step; an error
@@ -76,7 +80,7 @@ func (s *Stage) Apply(ctx context.Context, opts ApplyOptions) (res *ApplyResult,
 	if _, err := parsePaths(opts.Paths); err != nil {
 		return nil, err
 	}
-	if res, done, err := s.applySettled(); done {
+	if res, done, err := s.applySettled(ctx); done {
 		return res, err
 	}
 	release, err := s.holdShared(ctx, "apply")
@@ -91,7 +95,7 @@ func (s *Stage) Apply(ctx context.Context, opts ApplyOptions) (res *ApplyResult,
 	defer unlock()
 	// Another process may have settled or dropped the stage meanwhile.
 	if err := s.reload(ctx); err == nil {
-		if res, done, err := s.applySettled(); done {
+		if res, done, err := s.applySettled(ctx); done {
 			return res, err
 		}
 	}
@@ -100,23 +104,27 @@ func (s *Stage) Apply(ctx context.Context, opts ApplyOptions) (res *ApplyResult,
 
 // applySettled answers an apply of a settled stage: a dropped one is
 // refused, an applied or empty one has nothing left to apply.
-func (s *Stage) applySettled() (*ApplyResult, bool, error) {
+func (s *Stage) applySettled(ctx context.Context) (*ApplyResult, bool, error) {
 	switch s.row.State {
 	case StateDropped:
 		return nil, true, s.checkUsable()
 	case StateApplied, StateEmpty:
-		return &ApplyResult{ChangesetDigest: tree.ChangesetDigest(nil), Settled: true}, true, nil
+		return &ApplyResult{ChangesetDigest: tree.ChangesetDigest(nil), Settled: true, AppliedIn: s.appliedOps(ctx)}, true, nil
 	}
 	return nil, false, nil
 }
 
 // apply is Apply on an open stage, with the busy and workspace locks held.
 func (s *Stage) apply(ctx context.Context, opts ApplyOptions) (res *ApplyResult, err error) {
-	cs, err := s.Changes(ctx, opts.Paths)
+	cs, err := s.SelectChanges(ctx, Selection{Paths: opts.Paths, Exclude: opts.Exclude})
 	if err != nil {
 		return nil, err
 	}
-	res = &ApplyResult{Changes: cs.Changes, ChangesetDigest: cs.Digest, Counts: cs.Counts, DryRun: opts.DryRun}
+	appliedIn, err := s.appliedIn(ctx, cs)
+	if err != nil {
+		return nil, err
+	}
+	res = &ApplyResult{Changes: cs.Changes, ChangesetDigest: cs.Digest, Counts: cs.Counts, DryRun: opts.DryRun, AppliedIn: appliedIn}
 	defer func() {
 		if err != nil && !opts.DryRun {
 			if e := AsError(err); e.ExitCode() == 2 {
@@ -152,21 +160,18 @@ func (s *Stage) apply(ctx context.Context, opts ApplyOptions) (res *ApplyResult,
 		}
 	}
 	if !opts.Approve {
-		var prot []Conflict
+		var prot []string
 		for i := range cs.changes {
 			if s.protect.Match(cs.changes[i].Path) || gitPath(cs.changes[i].Path) {
-				prot = append(prot, Conflict{Path: cs.changes[i].Path, Kind: "protected"})
+				prot = append(prot, cs.changes[i].Path)
 			}
 		}
 		if len(prot) > 0 {
-			return nil, &Error{Code: CodeProtected,
-				Message:   fmt.Sprintf("%d path(s) of %s are protected; they are written only when the apply is approved", len(prot), s.ID()),
-				Conflicts: prot,
-				Repairs:   []Repair{{Action: "approve", Detail: "apply the protected paths too", Command: "wtx apply " + s.ID() + " --approve"}}}
+			return nil, s.protectedError(prot)
 		}
 	}
 	if len(cs.changes) == 0 {
-		if len(opts.Paths) == 0 && len(opts.Hunks) == 0 && !opts.DryRun && len(cs.all) == 0 && len(cs.Special) == 0 {
+		if len(opts.Paths) == 0 && len(opts.Exclude) == 0 && len(opts.Hunks) == 0 && !opts.DryRun && len(cs.all) == 0 && len(cs.Special) == 0 {
 			// Nothing is staged at all: the stage settles. One whose
 			// earlier applies landed everything is applied, else empty.
 			state := StateEmpty
@@ -262,11 +267,11 @@ func conflictError(s *Stage, conflicts []Conflict) *Error {
 	if code == CodeBoundary {
 		msg = fmt.Sprintf("apply of %s would leave the workspace or write through a link: %s (%s)", s.ID(), quote.Path(conflicts[0].Path), conflicts[0].Kind)
 	}
-	return &Error{Code: code, Message: msg, Conflicts: conflicts,
-		Repairs: []Repair{
-			{Action: "select", Detail: "apply only the paths that did not change outside", Command: "wtx apply " + s.ID() + " --path PATH"},
-			{Action: "restage", Detail: "drop this stage and run the command again on the current workspace", Command: "wtx drop " + s.ID()},
-		}}
+	repairs := driftRepairs(s, conflicts)
+	if code == CodeBoundary {
+		repairs = repairs[2:]
+	}
+	return &Error{Code: code, Message: msg, Conflicts: conflicts, Repairs: repairs}
 }
 
 // applier carries one apply's state.

@@ -5,8 +5,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"sort"
+	"strings"
 
 	"github.com/wtx-dev/wtx/internal/failpoint"
+	"github.com/wtx-dev/wtx/internal/quote"
 	"github.com/wtx-dev/wtx/internal/stage"
 	"github.com/wtx-dev/wtx/internal/tree"
 )
@@ -90,6 +92,10 @@ type ChangeSet struct {
 	// change to the root itself: it is reported, never part of Changes.
 	RootMode *RootModeChange
 
+	// Unmatched lists the selectors (paths, then excludes) that match no
+	// path of the whole change set.
+	Unmatched []UnmatchedSelector
+
 	changes []tree.Change // the selection
 	all     []tree.Change // the whole change set
 	base    *tree.Manifest
@@ -99,7 +105,27 @@ type ChangeSet struct {
 // Changes computes the stage's change set (restricted to paths, selectors,
 // when given) by scanning its view.
 func (s *Stage) Changes(ctx context.Context, paths []string) (*ChangeSet, error) {
-	sels, err := parsePaths(paths)
+	return s.SelectChanges(ctx, Selection{Paths: paths})
+}
+
+// Selection picks part of a change set: what Paths select (everything when
+// empty) minus what Exclude selects.
+type Selection struct {
+	Paths   []string
+	Exclude []string
+}
+
+// SelectChanges computes the stage's change set, narrowed to sel. A
+// selector of sel that matches no path of the whole change set is listed in
+// the answer's Unmatched (CheckMatched makes that an error). Excluding a
+// path keeps its deleted or replaced ancestor directories too: they cannot
+// go while it stays.
+func (s *Stage) SelectChanges(ctx context.Context, sel Selection) (*ChangeSet, error) {
+	sels, err := parsePaths(sel.Paths)
+	if err != nil {
+		return nil, err
+	}
+	excl, err := parseExcludes(sel.Exclude)
 	if err != nil {
 		return nil, err
 	}
@@ -131,15 +157,16 @@ func (s *Stage) Changes(ctx context.Context, paths []string) (*ChangeSet, error)
 	for i := range entries {
 		if entries[i].Type == tree.Special {
 			if b := m.Lookup(entries[i].Path); b == nil || b.Type != tree.Special {
-				if len(sels) == 0 || sels.Match(entries[i].Path) {
+				if (len(sels) == 0 || sels.Match(entries[i].Path)) && !excl.Match(entries[i].Path) {
 					special = append(special, entries[i].Path)
 				}
 			}
 		}
 	}
 	all := tree.Compare(m.Entries, entries)
-	cs := newChangeSet(tree.Select(all, sels), m, entries, special)
+	cs := newChangeSet(excludeChanges(tree.Select(all, sels), excl), m, entries, special)
 	cs.all = all
+	cs.Unmatched = unmatched(all, entries, m, sels, excl)
 	cs.LeftOut = leftOutOf(v)
 	cs.RootMode = s.rootModeChange(v)
 	return cs, nil
@@ -239,4 +266,117 @@ func splitSlash(p string) []string {
 		}
 	}
 	return out
+}
+
+// SelectorKind says which list a selector came from.
+type SelectorKind string
+
+// Selector kinds of an UnmatchedSelector.
+const (
+	SelectorPath    SelectorKind = "path"
+	SelectorExclude SelectorKind = "exclude"
+)
+
+// UnmatchedSelector is a selector that matched no path of a change set.
+type UnmatchedSelector struct {
+	Kind     SelectorKind `json:"kind"`
+	Selector string       `json:"selector"`
+}
+
+// parseExcludes turns exclude selectors of a selection into selectors.
+func parseExcludes(ex []string) (tree.Selectors, error) {
+	sels, err := parsePaths(ex)
+	if e, ok := err.(*Error); ok {
+		e.Message = strings.Replace(e.Message, "--path", "exclude", 1)
+	}
+	return sels, err
+}
+
+// excludeChanges drops from cs every change excl matches, and every
+// directory being deleted or replaced above a change that stays behind.
+func excludeChanges(cs []tree.Change, excl tree.Selectors) []tree.Change {
+	if len(excl) == 0 {
+		return cs
+	}
+	drop := map[string]bool{}
+	for i := range cs {
+		if !excl.Match(cs[i].Path) {
+			continue
+		}
+		drop[cs[i].Path] = true
+		for p := tree.Parent(cs[i].Path); p != "." && p != ""; p = tree.Parent(p) {
+			drop[p] = true
+		}
+	}
+	out := make([]tree.Change, 0, len(cs))
+	for i := range cs {
+		c := &cs[i]
+		if drop[c.Path] && (excl.Match(c.Path) || goesAway(c)) {
+			continue
+		}
+		out = append(out, *c)
+	}
+	return out
+}
+
+// goesAway reports whether a change removes a directory from its place.
+func goesAway(c *tree.Change) bool {
+	return c.Old != nil && c.Old.Type == tree.Dir && (c.New == nil || c.New.Type != tree.Dir)
+}
+
+// unmatched lists the selectors that match no path of the change set all,
+// nor a special file of the view.
+func unmatched(all []tree.Change, view []tree.Entry, base *tree.Manifest, sels, excl tree.Selectors) []UnmatchedSelector {
+	var out []UnmatchedSelector
+	check := func(kind SelectorKind, ss tree.Selectors) {
+		for _, sel := range ss {
+			hit := false
+			for i := range all {
+				if sel.Match(all[i].Path) {
+					hit = true
+					break
+				}
+			}
+			for i := 0; !hit && i < len(view); i++ {
+				if view[i].Type == tree.Special && sel.Match(view[i].Path) {
+					if b := base.Lookup(view[i].Path); b == nil || b.Type != tree.Special {
+						hit = true
+					}
+				}
+			}
+			if !hit {
+				out = append(out, UnmatchedSelector{Kind: kind, Selector: sel.String()})
+			}
+		}
+	}
+	check(SelectorPath, sels)
+	check(SelectorExclude, excl)
+	return out
+}
+
+// NoMatchError is the error of a selection whose selectors match nothing:
+// like git's pathspec, a selector that matches no path of the change set is
+// an error rather than an empty selection.
+type NoMatchError struct {
+	Tx        string
+	Unmatched []UnmatchedSelector
+}
+
+func (e *NoMatchError) Error() string {
+	var parts []string
+	for _, u := range e.Unmatched {
+		parts = append(parts, fmt.Sprintf("%s selector %s", u.Kind, quote.Path(u.Selector)))
+	}
+	return fmt.Sprintf("%s matches no path of the change set of %s", strings.Join(parts, ", "), e.Tx)
+}
+
+// CheckMatched refuses a change set with an unmatched selector
+// (not-found.path). Its repairs: look at what the change set holds.
+func (cs *ChangeSet) CheckMatched(tx string) error {
+	if len(cs.Unmatched) == 0 {
+		return nil
+	}
+	ne := &NoMatchError{Tx: tx, Unmatched: cs.Unmatched}
+	return &Error{Code: CodeNoMatch, Message: ne.Error(), Err: ne,
+		Repairs: []Repair{{Action: "list", Detail: "see the paths of the change set", Command: "wtx diff " + tx + " --name-status"}}}
 }

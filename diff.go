@@ -28,8 +28,11 @@ const (
 
 // DiffOptions configure WriteDiff.
 type DiffOptions struct {
-	Paths  []string
-	Format DiffFormat
+	// Paths and Exclude select part of the change set, as an apply does;
+	// a selector that matches no path of it is refused (not-found.path).
+	Paths   []string
+	Exclude []string
+	Format  DiffFormat
 	// Color adds ANSI colours like git does on a terminal.
 	Color bool
 	// Binary renders binary content as a git binary patch.
@@ -53,8 +56,11 @@ type DiffResult struct {
 
 // WriteDiff renders the stage's change set (restricted to opts.Paths) to w.
 func (s *Stage) WriteDiff(ctx context.Context, w io.Writer, opts DiffOptions) (*DiffResult, error) {
-	cs, err := s.Changes(ctx, opts.Paths)
+	cs, err := s.SelectChanges(ctx, Selection{Paths: opts.Paths, Exclude: opts.Exclude})
 	if err != nil {
+		return nil, err
+	}
+	if err := cs.CheckMatched(s.ID()); err != nil {
 		return nil, err
 	}
 	res := &DiffResult{Changes: cs}

@@ -52,6 +52,7 @@ const (
 	CodeEditAmbiguous        = "precondition.edit-ambiguous"
 	CodeFileNotFound         = "not-found.file"
 	CodeTxOpNotFound         = "not-found.tx-op"
+	CodeNoMatch              = "not-found.path" // a selector (path, exclude) matches no path of the change set
 
 	// Second round: lifecycle and integrity.
 	CodeStageBusy   = "refusal.stage-busy"        // a process started in the stage is alive (L-001)
@@ -94,6 +95,9 @@ type Conflict struct {
 	Base    string `json:"base,omitempty"`    // digest (or "absent") the stage expected
 	Current string `json:"current,omitempty"` // digest (or "absent") found now
 	Detail  string `json:"detail,omitempty"`
+	// Op names the op that wrote the path since, when one did (an undo
+	// refused because a later op wrote the path).
+	Op string `json:"op_id,omitempty"`
 }
 
 // Error is the error type of the wtx API. Code is one of the Code constants.

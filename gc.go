@@ -45,6 +45,23 @@ type GCResult struct {
 	Bytes int64 `json:"bytes"`
 	// DryRun is set when nothing was removed on purpose.
 	DryRun bool `json:"dry_run"`
+	// Kept says what was kept, and why.
+	Kept GCKept `json:"kept"`
+}
+
+// GCKept counts what a collection kept, by reason.
+type GCKept struct {
+	// OpenStages are never collected.
+	OpenStages int `json:"open_stages"`
+	// RecentStages settled less than OlderThan ago; the first of them
+	// becomes collectable after NextStageIn.
+	RecentStages int           `json:"recent_stages"`
+	NextStageIn  time.Duration `json:"next_stage_in_ns,omitempty"`
+	// RecentBlobs are unreferenced blobs younger than the grace period
+	// (min(OlderThan, BlobGrace)): a writer may be about to record them.
+	RecentBlobs int `json:"recent_blobs"`
+	// OlderThan is the age a settled stage must reach to be collected.
+	OlderThan time.Duration `json:"older_than_ns"`
 }
 
 // GC removes the state of settled stages older than opts.OlderThan and the
@@ -74,14 +91,24 @@ func (w *Workspace) GC(ctx context.Context, opts GCOptions) (*GCResult, error) {
 		return nil, err
 	}
 	defer unlock()
-	res := &GCResult{Stages: []string{}, DryRun: opts.DryRun}
+	res := &GCResult{Stages: []string{}, DryRun: opts.DryRun, Kept: GCKept{OlderThan: opts.OlderThan}}
 	now := w.now()
 	rows, err := w.db.ListStages(ctx, w.id)
 	if err != nil {
 		return nil, AsError(err)
 	}
 	for _, r := range rows {
-		if r.State == StateOpen || now.Sub(r.UpdatedAt) < opts.OlderThan {
+		if r.State == StateOpen {
+			res.Kept.OpenStages++
+			continue
+		}
+		if age := now.Sub(r.UpdatedAt); age < opts.OlderThan {
+			if stageDirExists(w.stageDir(r.ID)) {
+				res.Kept.RecentStages++
+				if in := opts.OlderThan - age; res.Kept.NextStageIn == 0 || in < res.Kept.NextStageIn {
+					res.Kept.NextStageIn = in
+				}
+			}
 			continue
 		}
 		dir := w.stageDir(r.ID)
@@ -118,6 +145,9 @@ func (w *Workspace) GC(ctx context.Context, opts GCOptions) (*GCResult, error) {
 			return nil
 		}
 		if fi, err := os.Stat(w.blobs.Path(d)); err != nil || now.Sub(fi.ModTime()) < grace {
+			if err == nil {
+				res.Kept.RecentBlobs++
+			}
 			return nil
 		}
 		res.Blobs++

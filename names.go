@@ -3,10 +3,10 @@ package wtx
 import (
 	"encoding/json"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/wtx-dev/wtx/internal/jsonname"
+	"github.com/wtx-dev/wtx/internal/quote"
 )
 
 // Names are bytes (I-001): every record and answer that carries a name, an
@@ -90,11 +90,12 @@ type conflictJSON struct {
 	Base    string `json:"base,omitempty"`
 	Current string `json:"current,omitempty"`
 	Detail  string `json:"detail,omitempty"`
+	Op      string `json:"op_id,omitempty"`
 }
 
 // MarshalJSON writes the conflict with a byte-safe path.
 func (c Conflict) MarshalJSON() ([]byte, error) {
-	return json.Marshal(conflictJSON{jsonname.Text(c.Path), jsonname.B64(c.Path), c.Kind, c.Base, c.Current, c.Detail})
+	return json.Marshal(conflictJSON{jsonname.Text(c.Path), jsonname.B64(c.Path), c.Kind, c.Base, c.Current, c.Detail, c.Op})
 }
 
 // UnmarshalJSON reads what MarshalJSON writes.
@@ -107,7 +108,7 @@ func (c *Conflict) UnmarshalJSON(data []byte) error {
 	if err != nil {
 		return err
 	}
-	*c = Conflict{p, j.Kind, j.Base, j.Current, j.Detail}
+	*c = Conflict{p, j.Kind, j.Base, j.Current, j.Detail, j.Op}
 	return nil
 }
 
@@ -416,11 +417,12 @@ type opJSON struct {
 	Changes    []Change  `json:"changes"`
 	Undoes     string    `json:"undoes,omitempty"`
 	UndoneBy   string    `json:"undone_by,omitempty"`
+	PartlyBy   []string  `json:"partly_undone_by,omitempty"`
 }
 
 // MarshalJSON writes the op with byte-safe paths.
 func (op Op) MarshalJSON() ([]byte, error) {
-	return json.Marshal(opJSON{op.ID, op.Kind, op.Tx, op.Created, jsonname.Texts(op.Written), jsonname.B64s(op.Written), op.Changes, op.Undoes, op.UndoneBy})
+	return json.Marshal(opJSON{op.ID, op.Kind, op.Tx, op.Created, jsonname.Texts(op.Written), jsonname.B64s(op.Written), op.Changes, op.Undoes, op.UndoneBy, op.PartlyUndoneBy})
 }
 
 type statusJSON struct {
@@ -461,51 +463,8 @@ func (s Status) MarshalJSON() ([]byte, error) {
 		jsonname.Texts(s.Special), jsonname.B64s(s.Special), s.LeftOut, s.RootMode, s.Ops, s.TxOps, s.NotTransactional})
 }
 
-// shellQuote writes a name as one POSIX shell word, for the commands a
-// repair suggests: a plain name as it is, anything else in single quotes;
-// bytes that are not printable become $'\ooo' pieces.
-func shellQuote(s string) string {
-	plain := s != ""
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || strings.IndexByte("-_./+=,:@%", c) >= 0) {
-			plain = false
-			break
-		}
-	}
-	if plain {
-		return s
-	}
-	var b strings.Builder
-	open := false
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if c < 0x20 || c >= 0x7f {
-			if open {
-				b.WriteByte('\'')
-				open = false
-			}
-			fmt.Fprintf(&b, "$'\\%03o'", c)
-			continue
-		}
-		if !open {
-			b.WriteByte('\'')
-			open = true
-		}
-		if c == '\'' {
-			b.WriteString(`'\''`)
-			continue
-		}
-		b.WriteByte(c)
-	}
-	if open {
-		b.WriteByte('\'')
-	}
-	if b.Len() == 0 {
-		return "''"
-	}
-	return b.String()
-}
+// shellQuote writes a name as one POSIX shell word (quote.Shell).
+func shellQuote(s string) string { return quote.Shell(s) }
 
 type findingJSON struct {
 	Kind     FindingKind `json:"kind"`

@@ -59,6 +59,8 @@ type BeginOptions struct {
 type ApplyOptions struct {
 	// Paths are selectors; empty means the whole change set.
 	Paths []string
+	// Exclude selectors leave part of the selection out: it stays staged.
+	Exclude []string
 	// Approve allows changes to protected paths.
 	Approve bool
 	// DryRun runs every check and reports what would be written, writing

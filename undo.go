@@ -18,16 +18,19 @@ import (
 
 // Op is one applied batch as the journal of ops records it.
 type Op struct {
-	ID        string    `json:"op_id"`
-	Kind      string    `json:"kind"` // "apply" or "undo"
-	Tx        string    `json:"tx"`
-	Created   time.Time `json:"created"`
-	Written   []string  `json:"written"`
-	Changes   []Change  `json:"changes"`
-	Undoes    string    `json:"undoes,omitempty"`
-	UndoneBy  string    `json:"undone_by,omitempty"`
-	body      opBody
-	workspace *Workspace
+	ID       string    `json:"op_id"`
+	Kind     string    `json:"kind"` // "apply" or "undo"
+	Tx       string    `json:"tx"`
+	Created  time.Time `json:"created"`
+	Written  []string  `json:"written"`
+	Changes  []Change  `json:"changes"`
+	Undoes   string    `json:"undoes,omitempty"`
+	UndoneBy string    `json:"undone_by,omitempty"`
+	// PartlyUndoneBy names the undos that took back part of the op (undo
+	// with paths), while some of its paths are still as it wrote them.
+	PartlyUndoneBy []string `json:"partly_undone_by,omitempty"`
+	body           opBody
+	workspace      *Workspace
 }
 
 func (w *Workspace) opFromRow(o state.Op) (*Op, error) {
@@ -64,21 +67,73 @@ func (w *Workspace) Ops(ctx context.Context) ([]*Op, error) {
 		return nil, AsError(err)
 	}
 	var out []*Op
-	undone := map[string]string{}
+	byID := map[string]*Op{}
+	covered := map[string]map[string]bool{}
 	for _, r := range rows {
 		op, err := w.opFromRow(r)
 		if err != nil {
 			return nil, err
 		}
-		if op.Undoes != "" {
-			undone[op.Undoes] = op.ID
-		}
+		byID[op.ID] = op
 		out = append(out, op)
+		target := byID[op.Undoes]
+		if target == nil {
+			continue
+		}
+		// An undo with paths took back only what they select; the op is
+		// undone once every path it wrote has been taken back.
+		if covered[target.ID] == nil {
+			covered[target.ID] = map[string]bool{}
+		}
+		for _, c := range undoSelection(target, op.body.Paths) {
+			covered[target.ID][c.Path] = true
+		}
+		target.PartlyUndoneBy = append(target.PartlyUndoneBy, op.ID)
+		if len(op.body.Paths) == 0 || len(covered[target.ID]) >= len(target.body.Changes) {
+			target.UndoneBy = op.ID
+		}
 	}
 	for _, op := range out {
-		op.UndoneBy = undone[op.ID]
+		if op.UndoneBy != "" {
+			op.PartlyUndoneBy = nil
+		}
 	}
 	return out, nil
+}
+
+// inverse returns the changes that take back what op wrote, sorted.
+func (op *Op) inverse() []tree.Change {
+	var inverse []tree.Change
+	for _, c := range op.body.Changes {
+		tc := c.change()
+		inv := tree.Change{Path: tc.Path, Old: tc.New, New: tc.Old}
+		switch {
+		case inv.Old == nil:
+			inv.Action = tree.Added
+		case inv.New == nil:
+			inv.Action = tree.Deleted
+		default:
+			inv.Action = tree.Modified
+		}
+		inverse = append(inverse, inv)
+	}
+	tree.SortChanges(inverse)
+	return inverse
+}
+
+// undoSelection is the part of op's inverse that an undo with paths takes
+// back (all of it without paths). An added directory above a selected path
+// comes along, as in an apply.
+func undoSelection(op *Op, paths []string) []tree.Change {
+	inv := op.inverse()
+	if len(paths) == 0 {
+		return inv
+	}
+	sels, err := tree.ParseSelectors(paths)
+	if err != nil {
+		return nil
+	}
+	return tree.Select(inv, sels)
 }
 
 // Op finds an op by id or unique prefix.
@@ -166,11 +221,31 @@ type UndoResult struct {
 	Receipt *Receipt
 }
 
+// UndoOptions select what an undo takes back.
+type UndoOptions struct {
+	// Paths are selectors: only the paths of the op they select are taken
+	// back (all of them when empty). Each must select a path of the op.
+	Paths []string
+}
+
 // Undo reverses op ref as a new op: every path it wrote gets back what it
 // held before, through the same journaled protocol as an apply. It refuses
 // without effect (refusal.target-changed) if any of those paths changed
-// since the op wrote it.
+// since the op wrote it; each such conflict names the later op that wrote
+// the path, when one did.
 func (w *Workspace) Undo(ctx context.Context, ref string) (*UndoResult, error) {
+	return w.UndoWith(ctx, ref, UndoOptions{})
+}
+
+// UndoWith is Undo of the part of op ref that opts selects: all or nothing
+// for the selected paths, with the same checks, recorded as its own op with
+// its own receipt. Paths an earlier partial undo took back are left out; an
+// op whose paths have all been taken back is undone.
+func (w *Workspace) UndoWith(ctx context.Context, ref string, opts UndoOptions) (*UndoResult, error) {
+	sels, err := parsePaths(opts.Paths)
+	if err != nil {
+		return nil, err
+	}
 	op, err := w.Op(ctx, ref)
 	if err != nil {
 		return nil, err
@@ -186,24 +261,15 @@ func (w *Workspace) Undo(ctx context.Context, ref string) (*UndoResult, error) {
 	if op.UndoneBy != "" {
 		return nil, &Error{Code: CodeAlreadyUndone, Message: fmt.Sprintf("op %s was already undone by %s", op.ID, op.UndoneBy)}
 	}
-	var inverse []tree.Change
-	for _, c := range op.body.Changes {
-		tc := c.change()
-		inv := tree.Change{Path: tc.Path, Old: tc.New, New: tc.Old}
-		switch {
-		case inv.Old == nil:
-			inv.Action = tree.Added
-		case inv.New == nil:
-			inv.Action = tree.Deleted
-		default:
-			inv.Action = tree.Modified
-		}
+	inverse, err := w.undoChanges(ctx, op, sels)
+	if err != nil {
+		return nil, err
+	}
+	for _, inv := range inverse {
 		if inv.New != nil && inv.New.Type == tree.File && !w.blobs.Has(blob.Digest(inv.New.Digest)) {
 			return nil, &Error{Code: CodeStateLost, Message: fmt.Sprintf("op %s: the content %s of %s is no longer in the blob store", op.ID, inv.New.Digest, quote.Path(inv.Path))}
 		}
-		inverse = append(inverse, inv)
 	}
-	tree.SortChanges(inverse)
 	root, err := fsx.OpenRoot(w.path)
 	if err != nil {
 		return nil, AsError(err)
@@ -215,9 +281,7 @@ func (w *Workspace) Undo(ctx context.Context, ref string) (*UndoResult, error) {
 		return nil, err
 	}
 	if len(conflicts) > 0 {
-		return nil, &Error{Code: CodeTargetChanged,
-			Message:   fmt.Sprintf("%d path(s) written by %s changed since; undo would overwrite them, so nothing was changed; first: %s (%s)", len(conflicts), op.ID, quote.Path(conflicts[0].Path), conflicts[0].Kind),
-			Conflicts: conflicts}
+		return nil, w.undoRefusal(ctx, op, inverse, conflicts)
 	}
 	res := &UndoResult{Undoes: op.ID}
 	for _, c := range todo {
@@ -228,14 +292,14 @@ func (w *Workspace) Undo(ctx context.Context, ref string) (*UndoResult, error) {
 		return res, nil
 	}
 	opID := newID("op", w.now())
-	body, err := json.Marshal(opBody{Stage: op.Tx, Paths: []string{}, Written: res.Written, ChangesetDigest: tree.ChangesetDigest(todo), Changes: opChanges(todo), Undoes: op.ID})
+	body, err := json.Marshal(opBody{Stage: op.Tx, Paths: nonNil(opts.Paths), Written: res.Written, ChangesetDigest: tree.ChangesetDigest(todo), Changes: opChanges(todo), Undoes: op.ID})
 	if err != nil {
 		return nil, AsError(err)
 	}
 	now := w.now().UTC()
 	rc := Receipt{
 		SchemaVersion: 1, ID: newID("rc", now), Kind: "undo", Workspace: w.path, Tx: op.Tx, OpID: opID,
-		CreatedAt: now, Backend: "", Command: []string{"undo", op.ID}, Paths: []string{},
+		CreatedAt: now, Backend: "", Command: []string{"undo", op.ID}, Paths: append([]string{}, opts.Paths...),
 		ChangesetDigest: tree.ChangesetDigest(todo), Counts: tree.Count(todo),
 		NotTransactional: append([]string(nil), NotTransactional...),
 	}

@@ -14,13 +14,14 @@ import (
 func newDiffCommand(g *globals) *cobra.Command {
 	var (
 		paths      []string
+		exclude    []string
 		stat, ns   bool
 		binaryFlag bool
 		noPager    bool
 		numbered   bool
 	)
 	cmd := &cobra.Command{
-		Use:   "diff [T] [--path SEL]... [--stat | --name-status]",
+		Use:   "diff [T] [--path SEL]... [--exclude SEL]... [--stat | --name-status]",
 		Short: "Show a stage's change set as a git-style diff",
 		Long: `Show stage T's change set as a unified diff in git's format, which
 'git apply' accepts: new and deleted files, mode changes, symlinks (mode
@@ -29,6 +30,9 @@ the output is not a terminal (or with --binary), and marked "Binary files …
 differ" on a terminal. Directories appear in --name-status with a trailing
 slash. With --json, the change set and its changeset_digest are printed
 instead (the digest that 'wtx apply --expect' checks).
+
+--path and --exclude select as apply does; a selector that matches no path
+of the change set is an error (not-found.path), as git's pathspec is.
 
 Hunks are numbered from 1 in diff order, per file; --hunks writes the number
 after each hunk header ("@@ -1,3 +1,4 @@ hunk 1"), which git apply ignores.
@@ -54,15 +58,18 @@ turns it off. Output to a pipe or a file is never paged.`,
 			}
 			defer ws.Close()
 			if g.json {
-				cs, err := st.Changes(ctx, paths)
+				cs, err := st.SelectChanges(ctx, wtx.Selection{Paths: paths, Exclude: exclude})
 				if err != nil {
+					return err
+				}
+				if err := cs.CheckMatched(st.ID()); err != nil {
 					return err
 				}
 				f := map[string]any{"tx": st.ID(), "changes": cs.Changes, "counts": cs.Counts, "changeset_digest": cs.Digest}
 				putNames(f, "special", cs.Special)
 				return g.emit("diff", f)
 			}
-			opts := wtx.DiffOptions{Paths: paths, Color: g.color(), Binary: binaryFlag || !g.io.OutTTY, NumberHunks: numbered}
+			opts := wtx.DiffOptions{Paths: paths, Exclude: exclude, Color: g.color(), Binary: binaryFlag || !g.io.OutTTY, NumberHunks: numbered}
 			switch {
 			case stat:
 				opts.Format = wtx.DiffStat
@@ -91,6 +98,7 @@ turns it off. Output to a pipe or a file is never paged.`,
 	}
 	f := cmd.Flags()
 	f.StringArrayVar(&paths, "path", nil, "only paths under `SEL` (repeatable)")
+	f.StringArrayVar(&exclude, "exclude", nil, "leave out paths under `SEL` (repeatable)")
 	f.BoolVar(&stat, "stat", false, "a per-file summary like git diff --stat")
 	f.BoolVar(&ns, "name-status", false, "one line per change: A, M, D or T (type change), a tab, the path")
 	f.BoolVar(&binaryFlag, "binary", false, "write binary changes as git binary patches even on a terminal")
@@ -106,7 +114,7 @@ func newApplyCommand(g *globals) *cobra.Command {
 		hunks string
 	)
 	cmd := &cobra.Command{
-		Use:   "apply [T] [--path SEL]... [--hunks N,M] [--all] [--approve] [--dry-run] [--expect DIGEST]",
+		Use:   "apply [T] [--path SEL]... [--exclude SEL]... [--hunks N,M] [--all] [--approve] [--dry-run] [--expect DIGEST]",
 		Short: "Apply a stage's change set to the workspace, all or nothing",
 		Long: `Apply the selected part of stage T's change set to the workspace (the whole
 change set by default, or --all), all or nothing. Before writing anything,
@@ -115,6 +123,14 @@ opened: if any changed outside the stage, the apply is refused and nothing is
 written. Paths under a --protect selector need --approve. Files are written
 through a temporary name in their own directory, synced, then renamed into
 place; a symlink in the workspace is never followed.
+
+--exclude leaves what it selects out of the apply: it stays staged (a
+deleted directory above an excluded path stays too). A --path or --exclude
+selector that matches no path of the change set is an error
+(not-found.path), as git's pathspec is, unless it matches what an earlier
+apply of the stage wrote: then wtx says "already applied as op-…". Paths
+under .git are protected by default (hooks and configuration there run
+code): they need --approve, or --exclude .git to apply the rest.
 
 Paths that already hold their staged state are left alone: applying again is a
 no-op. When the whole change set has landed the stage is settled.
@@ -131,6 +147,7 @@ EXIT STATUS
 		Example: `  wtx apply
   wtx apply --path src/ --path go.mod
   wtx apply --dry-run
+  wtx apply --exclude .git     # the rest; what is under .git stays staged
   wtx apply --expect sha256:… # what 'wtx diff --json' reported
   wtx apply --path src/main.go --hunks 1,3`,
 		Args: maxOneStage,
@@ -163,7 +180,7 @@ EXIT STATUS
 			if g.json {
 				f := map[string]any{"tx": st.ID(), "op_id": res.OpID, "changes": orEmpty(res.Changes),
 					"counts": res.Counts, "changeset_digest": res.ChangesetDigest,
-					"dry_run": res.DryRun, "settled": res.Settled, "receipt": res.Receipt}
+					"dry_run": res.DryRun, "settled": res.Settled, "receipt": res.Receipt, "applied_in": orEmpty(res.AppliedIn)}
 				putNames(f, "written", res.Written)
 				putNames(f, "already_applied", res.AlreadyApplied)
 				return g.emit("apply", f)
@@ -174,6 +191,10 @@ EXIT STATUS
 				for _, p := range res.Written {
 					fmt.Fprintf(g.io.Out, "  %s\n", quote.Path(p))
 				}
+			case res.OpID == "" && len(res.AppliedIn) > 0 && len(res.Changes) == 0:
+				g.notice("wtx: already applied as %s; nothing left to apply from %s", strings.Join(res.AppliedIn, ", "), st.ID())
+			case res.OpID == "" && len(res.AlreadyApplied) > 0:
+				g.notice("wtx: the workspace already holds the selected change(s) of %s; nothing to write", st.ID())
 			case res.OpID == "":
 				g.notice("wtx: nothing to apply from %s", st.ID())
 			default:
@@ -189,6 +210,7 @@ EXIT STATUS
 	}
 	f := cmd.Flags()
 	f.StringArrayVar(&opts.Paths, "path", nil, "apply only `SEL` and what is beneath it (repeatable)")
+	f.StringArrayVar(&opts.Exclude, "exclude", nil, "leave out `SEL` and what is beneath it: it stays staged (repeatable)")
 	f.BoolVar(&all, "all", false, "apply the whole change set (the default)")
 	f.BoolVar(&opts.Approve, "approve", false, "allow changes under --protect selectors")
 	f.BoolVarP(&opts.DryRun, "dry-run", "n", false, "run every check, write nothing")

@@ -85,7 +85,7 @@ than an hour (or than --older-than, when that is less) is kept besides.`,
 				return err
 			}
 			if g.json {
-				return g.emit("gc", map[string]any{"stages": res.Stages, "blobs": res.Blobs, "bytes": res.Bytes, "dry_run": res.DryRun})
+				return g.emit("gc", map[string]any{"stages": res.Stages, "blobs": res.Blobs, "bytes": res.Bytes, "dry_run": res.DryRun, "kept": res.Kept})
 			}
 			verb := "freed"
 			if res.DryRun {
@@ -95,6 +95,7 @@ than an hour (or than --older-than, when that is less) is kept besides.`,
 			for _, s := range res.Stages {
 				fmt.Fprintf(g.io.Out, "  %s\n", s)
 			}
+			g.gcKept(res.Kept)
 			return nil
 		},
 	}
@@ -163,4 +164,32 @@ func (g *globals) addCompletion(root *cobra.Command) {
 			}
 		}
 	}
+}
+
+// gcKept says what a collection kept and why, on stderr.
+func (g *globals) gcKept(k wtx.GCKept) {
+	if k.OpenStages > 0 {
+		g.notice("wtx: kept %d open stage(s): open stages are never collected (apply or drop them first)", k.OpenStages)
+	}
+	if k.RecentStages > 0 {
+		g.notice("wtx: kept %d settled stage(s) younger than %s (the first becomes collectable in %s; --older-than 0 takes them now)",
+			k.RecentStages, humanDuration(k.OlderThan), humanDuration(k.NextStageIn))
+	}
+	if k.RecentBlobs > 0 {
+		g.notice("wtx: kept %d unreferenced blob(s) written less than %s ago: a writer may be about to record them", k.RecentBlobs, humanDuration(min(k.OlderThan, wtx.BlobGrace)))
+	}
+}
+
+// humanDuration writes d in the largest whole unit that fits: days, hours,
+// minutes or seconds.
+func humanDuration(d time.Duration) string {
+	switch {
+	case d >= 24*time.Hour:
+		return fmt.Sprintf("%dd", int(d.Round(time.Hour)/(24*time.Hour)))
+	case d >= time.Hour:
+		return fmt.Sprintf("%dh", int(d.Round(time.Minute)/time.Hour))
+	case d >= time.Minute:
+		return fmt.Sprintf("%dm", int(d.Round(time.Second)/time.Minute))
+	}
+	return fmt.Sprintf("%ds", int(d.Round(time.Second)/time.Second))
 }

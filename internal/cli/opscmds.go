@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -50,6 +51,8 @@ undone. 'wtx show OP' shows one as a diff; 'wtx undo OP' reverses it.`,
 				switch {
 				case op.UndoneBy != "":
 					note = "undone by " + op.UndoneBy
+				case len(op.PartlyUndoneBy) > 0:
+					note = "partly undone by " + strings.Join(op.PartlyUndoneBy, ", ")
 				case op.Undoes != "":
 					note = "undoes " + op.Undoes
 				}
@@ -88,15 +91,22 @@ func newShowCommand(g *globals) *cobra.Command {
 }
 
 func newUndoCommand(g *globals) *cobra.Command {
-	return &cobra.Command{
-		Use:   "undo OP",
-		Short: "Reverse an applied op",
+	var opts wtx.UndoOptions
+	cmd := &cobra.Command{
+		Use:   "undo OP [--path SEL]...",
+		Short: "Reverse an applied op, or part of it",
 		Long: `Reverse op OP as a new op: every path it wrote gets back what it held
 before, all or nothing, through the same journaled protocol as an apply. If any
 of those paths changed since OP wrote it, nothing is changed and the paths are
-listed (exit 2).`,
+listed (exit 2), each with the later op that wrote it, if one did.
+
+With --path, only the paths of OP that the selectors select are taken back:
+all or nothing for them, with the same checks, recorded as an op of its own
+with its own receipt. A selector that selects no path of OP is an error. The
+rest of OP stays as it is; a later undo of OP takes back what is left.`,
 		Example: `  wtx log
-  wtx undo op-20261130T081500Z-1a2b3c4d`,
+  wtx undo op-20261130T081500Z-1a2b3c4d
+  wtx undo op-20261130T081500Z-1a2b3c4d --path src/main.go`,
 		Args: exactlyOne("op"),
 		RunE: func(c *cobra.Command, args []string) error {
 			ctx := c.Context()
@@ -106,7 +116,7 @@ listed (exit 2).`,
 			}
 			defer ws.Close()
 			work := g.longWork("undoing " + args[0])
-			res, err := ws.Undo(ctx, args[0])
+			res, err := ws.UndoWith(ctx, args[0], opts)
 			work.end()
 			if err != nil {
 				return err
@@ -124,10 +134,16 @@ listed (exit 2).`,
 				return nil
 			}
 			fmt.Fprintln(g.io.Out, res.OpID)
-			g.notice("wtx: undid %s (%d path(s)) as %s", res.Undoes, len(res.Written), res.OpID)
+			part := ""
+			if len(opts.Paths) > 0 {
+				part = " in part"
+			}
+			g.notice("wtx: undid %s%s (%d path(s)) as %s", res.Undoes, part, len(res.Written), res.OpID)
 			return nil
 		},
 	}
+	cmd.Flags().StringArrayVar(&opts.Paths, "path", nil, "take back only the paths of OP under `SEL` (repeatable)")
+	return cmd
 }
 
 func newRecoverCommand(g *globals) *cobra.Command {

@@ -267,6 +267,7 @@ func printRunSummary(g *globals, st *wtx.Stage, res *wtx.RunResult) {
 	}
 	printLeftOut(g, w, res.Changes.LeftOut)
 	printRootMode(w, res.Changes.RootMode)
+	printProtected(w, st, st.Protected(res.Changes))
 	if line := stoppedLine(res.Stopped); line != "" {
 		fmt.Fprintln(w, line)
 	}
@@ -326,6 +327,35 @@ func joinList(items []string) string {
 		out += s
 	}
 	return out
+}
+
+// printProtected warns that the change set touches protected paths, says
+// why they are protected, and how an apply gets past them.
+func printProtected(w io.Writer, st *wtx.Stage, pp []wtx.ProtectedPath) {
+	if len(pp) == 0 {
+		return
+	}
+	const maxNamed = 4
+	var names []string
+	git := false
+	for i, p := range pp {
+		git = git || p.Reason == wtx.ProtectGit
+		if i == maxNamed {
+			names = append(names, fmt.Sprintf("… %d more", len(pp)-maxNamed))
+			break
+		}
+		names = append(names, quote.Path(p.Path))
+	}
+	why := "they match --protect selectors"
+	if git {
+		why = ".git is protected by default: hooks and configuration there run code"
+	}
+	ex := ""
+	for _, sel := range wtx.ExcludeSelectors(pp) {
+		ex += " --exclude " + quote.Shell(sel)
+	}
+	fmt.Fprintf(w, "wtx: warning: %d path(s) are protected (%s): %s\n", len(pp), why, strings.Join(names, ", "))
+	fmt.Fprintf(w, "wtx: hint: 'wtx apply %s --approve' writes them; 'wtx apply %s%s' applies the rest and leaves them staged\n", st.ID(), st.ID(), ex)
 }
 
 // printRootMode says that the command changed the workspace root's own

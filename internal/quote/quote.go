@@ -6,6 +6,7 @@
 package quote
 
 import (
+	"fmt"
 	"strings"
 	"unicode/utf8"
 )
@@ -160,4 +161,50 @@ func Text(s string) string {
 func unsafeRune(r rune, size int) bool {
 	return r == utf8.RuneError && size == 1 || r < 0x20 || r == 0x7f || r >= 0x80 && r < 0xa0 ||
 		r == 0x2028 || r == 0x2029 || (r >= 0x202a && r <= 0x202e) || (r >= 0x2066 && r <= 0x2069)
+}
+
+// Shell writes a name as one POSIX shell word, for the commands a
+// repair suggests: a plain name as it is, anything else in single quotes;
+// bytes that are not printable become $'\ooo' pieces.
+func Shell(s string) string {
+	plain := s != ""
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || strings.IndexByte("-_./+=,:@%", c) >= 0) {
+			plain = false
+			break
+		}
+	}
+	if plain {
+		return s
+	}
+	var b strings.Builder
+	open := false
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c < 0x20 || c >= 0x7f {
+			if open {
+				b.WriteByte('\'')
+				open = false
+			}
+			fmt.Fprintf(&b, "$'\\%03o'", c)
+			continue
+		}
+		if !open {
+			b.WriteByte('\'')
+			open = true
+		}
+		if c == '\'' {
+			b.WriteString(`'\''`)
+			continue
+		}
+		b.WriteByte(c)
+	}
+	if open {
+		b.WriteByte('\'')
+	}
+	if b.Len() == 0 {
+		return "''"
+	}
+	return b.String()
 }
