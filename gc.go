@@ -72,8 +72,10 @@ type GCKept struct {
 //
 //   - the database of the state root holds every workspace's records: a
 //     blob is kept while any workspace's open or retained stage's base
-//     manifest, per-file op or read names it, or (unless PruneHistory) any
-//     op's pre- or post-image, which undo needs;
+//     manifest, per-file op, run (the contents a command changed, before
+//     and after) or read names it, or (unless PruneHistory) any op's pre-
+//     or post-image, which undo needs; a settled stage's ops and reads
+//     stop counting once its directory is gone;
 //   - the journals of every workspace (STATE/workspaces/*/journal) name the
 //     pre- and post-images of applies that are in flight or were
 //     interrupted, which recovery needs; a journal gc cannot read stops
@@ -239,6 +241,12 @@ func (w *Workspace) blobRefs(ctx context.Context, pruneHistory bool) (map[string
 				}
 			} else if r.State == StateOpen && stageDirExists(dir) {
 				return nil, AsError(fmt.Errorf("gc: stage %s: read base manifest: %w", r.ID, err))
+			}
+			if r.State != StateOpen && !stageDirExists(dir) {
+				// A settled stage whose state is gone (dropped, or collected
+				// above): nothing can use its per-file ops, its runs' kept
+				// contents or its reads any more.
+				continue
 			}
 			txops, err := w.db.ListTxOps(ctx, r.ID)
 			if err != nil {

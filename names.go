@@ -166,12 +166,13 @@ type txOpJSON struct {
 	All        bool      `json:"all,omitempty"`
 	ExpectHash string    `json:"expect_hash,omitempty"`
 	Status     string    `json:"status,omitempty"`
+	Checkpoint bool      `json:"checkpoint,omitempty"`
 }
 
 // MarshalJSON writes the op with byte-safe arguments and edit texts.
 func (op TxOp) MarshalJSON() ([]byte, error) {
 	return json.Marshal(txOpJSON{op.Seq, op.Kind, jsonname.Texts(op.Argv), jsonname.B64s(op.Argv), op.Created, op.Files,
-		jsonname.Text(op.Old), jsonname.B64(op.Old), jsonname.Text(op.New), jsonname.B64(op.New), op.All, op.ExpectHash, op.Status})
+		jsonname.Text(op.Old), jsonname.B64(op.Old), jsonname.Text(op.New), jsonname.B64(op.New), op.All, op.ExpectHash, op.Status, op.Checkpoint})
 }
 
 // UnmarshalJSON reads what MarshalJSON writes.
@@ -192,7 +193,7 @@ func (op *TxOp) UnmarshalJSON(data []byte) error {
 	if err != nil {
 		return err
 	}
-	*op = TxOp{Seq: j.Seq, Kind: j.Kind, Argv: argv, Created: j.Created, Files: j.Files, Old: old, New: nw, All: j.All, ExpectHash: j.ExpectHash, Status: j.Status}
+	*op = TxOp{Seq: j.Seq, Kind: j.Kind, Argv: argv, Created: j.Created, Files: j.Files, Old: old, New: nw, All: j.All, ExpectHash: j.ExpectHash, Status: j.Status, Checkpoint: j.Checkpoint}
 	return nil
 }
 

@@ -26,9 +26,12 @@ type RebaseResult struct {
 // without an expected hash) gets them re-run on the workspace's current
 // content. With merge, any other path that is text and whose original
 // content is known is merged three-way (the stage's changes and the
-// workspace's both land; overlapping ones refuse). Anything else — a whole
-// write, a removal, an op with an expected hash, a command run — makes the
-// rebase fail, and then the stage is left exactly as it was.
+// workspace's both land; overlapping ones refuse): a command run keeps
+// the original content of what it changed (checkpoint.go), so what a
+// command changed merges too. Anything else — a whole write, a removal,
+// an op with an expected hash, a command run without a checkpoint, a path
+// whose original is not known — makes the rebase fail, and then the stage
+// is left exactly as it was.
 func (s *Stage) Rebase(ctx context.Context, merge bool) (*RebaseResult, error) {
 	v, fo, release, err := s.lockedFileOps(ctx, "rebase")
 	if err != nil {
@@ -93,10 +96,11 @@ func (s *Stage) Rebase(ctx context.Context, merge bool) (*RebaseResult, error) {
 				}
 			}
 		}
-		// A command run may have changed the path too; its changes are not
-		// recorded by path, so only a merge can carry them.
+		// A run that kept no checkpoint may have changed the path too
+		// without saying so: only a merge can carry it. A checkpointed run
+		// that changed it is among touching, and is no edit to re-run.
 		for _, op := range ops {
-			if op.Kind == "run" {
+			if op.Kind == "run" && !op.Checkpoint {
 				rerunnable = false
 			}
 		}

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/wtx-dev/wtx/internal/failpoint"
 	"github.com/wtx-dev/wtx/internal/stage"
 	"github.com/wtx-dev/wtx/internal/tree"
 )
@@ -145,10 +146,9 @@ func (s *Stage) Run(ctx context.Context, argv []string, opts RunOptions) (*RunRe
 			cmd.Path = p
 		}
 	}
-	// The run is an op of the stage too: drop-op and rebase must know a
-	// command changed it (what it changed is not recorded path by path).
-	// It is recorded before the command starts, so that a killed wtx
-	// leaves a trace of it.
+	// The run is an op of the stage too, recorded before the command
+	// starts so that a killed wtx leaves a trace of it; once the command
+	// ended it records what the command changed (checkpoint.go).
 	op := TxOp{Kind: "run", Argv: append([]string(nil), argv...), Files: []TxFile{}, Status: RunRunning, Created: s.ws.now().UTC()}
 	var rec FileResult
 	if err := s.recordTxOp(ctx, op, &rec, nil); err != nil {
@@ -158,6 +158,17 @@ func (s *Stage) Run(ctx context.Context, argv []string, opts RunOptions) (*RunRe
 	// Nothing ran: the op goes again. A failure to remove it leaves an op
 	// that the next command marks interrupted, which is true enough.
 	unrecord := func() { _ = s.ws.db.DeleteTxOpsFrom(ctx, s.ID(), rec.TxOp) } // see above
+	// What the view holds before the command, to record what it changed.
+	checkpoint := !failpoint.Disabled("run-checkpoint")
+	var pre []tree.Entry
+	if checkpoint {
+		var err error
+		if pre, err = s.preRunEntries(ctx, v, rec.TxOp); err != nil {
+			v.Close()
+			unrecord()
+			return nil, err
+		}
+	}
 	c, err := stage.Start(v, cmd, stage.RunOptions{ReadOnly: opts.ReadOnly, NoNetwork: opts.NoNetwork, Hold: hold, Wait: opts.Wait})
 	if err != nil {
 		v.Close()
@@ -213,7 +224,7 @@ func (s *Stage) Run(ctx context.Context, argv []string, opts RunOptions) (*RunRe
 		return nil, err
 	}
 	res.Changes = cs
-	if err := s.setRunStatus(ctx, rec.TxOp, op, RunDone); err != nil {
+	if err := s.finishRunOp(ctx, rec.TxOp, op, pre, cs, checkpoint); err != nil {
 		return nil, err
 	}
 	r := s.newReceipt("run", cs)
@@ -238,6 +249,25 @@ func (s *Stage) Run(ctx context.Context, argv []string, opts RunOptions) (*RunRe
 		res.Settled = s.row.State == StateEmpty
 	}
 	return res, nil
+}
+
+// finishRunOp records the run's op as done and, with checkpoint, what its
+// command changed (see checkpoint.go), its contents kept.
+func (s *Stage) finishRunOp(ctx context.Context, seq int, op TxOp, pre []tree.Entry, cs *ChangeSet, checkpoint bool) error {
+	if !checkpoint {
+		return s.setRunStatus(ctx, seq, op, RunDone)
+	}
+	release, err := s.keepLock(ctx)
+	if err != nil {
+		return err
+	}
+	defer release()
+	files, err := s.checkpoint(ctx, pre, cs)
+	if err != nil {
+		return err
+	}
+	op.Files, op.Checkpoint = files, true
+	return s.setRunStatus(ctx, seq, op, RunDone)
 }
 
 // viewDigest is the digest of the view cs was scanned from (special files

@@ -39,6 +39,13 @@ type TxOp struct {
 	// stage was found free with the run unfinished (its wtx was killed).
 	// Empty for per-file ops and for runs recorded before runs had one.
 	Status string `json:"status,omitempty"`
+	// Checkpoint is set on a run whose Files are every path its command
+	// changed in the view, with the entry before and after it; the file
+	// contents of both sides are kept in the blob store where they could
+	// be read (see Stage.Run). Such a run can be dropped (drop-op) and its
+	// changes merged (rebase --merge) like a per-file op's. A run without
+	// it (interrupted, or recorded before runs kept their changes) cannot.
+	Checkpoint bool `json:"checkpoint,omitempty"`
 }
 
 // Statuses of a run op.
@@ -393,8 +400,10 @@ func (s *Stage) TxOps(ctx context.Context) ([]TxOp, error) {
 }
 
 // DropOps removes op n and every later op of the stage: each path they
-// touched gets back its staged state from before op n. Runs cannot be
-// dropped (what a command changed is not recorded path by path).
+// touched gets back its staged state from before op n — a command run's
+// paths too, from what the run recorded (see checkpoint.go). A run that
+// recorded no checkpoint (its wtx was killed, or it predates them) cannot
+// be dropped. Nothing is changed unless every content to put back is kept.
 func (s *Stage) DropOps(ctx context.Context, n int) ([]string, error) {
 	if err := s.checkUsable(); err != nil {
 		return nil, err
@@ -412,6 +421,9 @@ func (s *Stage) DropOps(ctx context.Context, n int) ([]string, error) {
 	if err := s.reload(ctx); err != nil {
 		return nil, err
 	}
+	if err := s.checkUsable(); err != nil {
+		return nil, err
+	}
 	ops, err := s.TxOps(ctx)
 	if err != nil {
 		return nil, err
@@ -419,55 +431,35 @@ func (s *Stage) DropOps(ctx context.Context, n int) ([]string, error) {
 	if n < 1 || n > len(ops) {
 		return nil, errorf(CodeTxOpNotFound, "stage %s has no op %d (it has %d)", s.ID(), n, len(ops))
 	}
-	restore := map[string]*Side{}
+	restore := map[string]*tree.Entry{}
 	var order []string
 	for _, op := range ops[n-1:] {
-		if op.Kind == "run" {
-			return nil, errorf(CodeUnsupported, "op %d of %s is a command run, which cannot be dropped path by path; drop the stage instead", op.Seq, s.ID())
+		if op.Kind == "run" && !op.Checkpoint {
+			why := "it was recorded before wtx kept what a command changed"
+			if op.Status == RunInterrupted || op.Status == RunRunning {
+				why = "its wtx was stopped before it recorded what the command changed"
+			}
+			return nil, errorf(CodeUnsupported, "op %d of %s is a command run that cannot be dropped path by path: %s; drop the stage instead", op.Seq, s.ID(), why)
 		}
 		for _, f := range op.Files {
 			if _, seen := restore[f.Path]; !seen {
-				restore[f.Path] = f.Before
+				restore[f.Path] = entryOfSide(f.Path, f.Before)
 				order = append(order, f.Path)
 			}
 		}
 	}
-	v, fo, err := s.fileOps(ctx)
+	v, err := s.view(ctx)
 	if err != nil {
 		return nil, err
 	}
 	defer v.Close()
-	var restored []string
-	for _, p := range order {
-		before := restore[p]
-		cur, _, err := stagedFile(v, p)
-		if err != nil {
-			return nil, err
-		}
-		switch {
-		case before == nil && cur == nil:
-		case before == nil:
-			if err := fo.Remove(ctx, p); err != nil {
-				return nil, s.fileOpError(p, err)
-			}
-		case cur != nil && cur.Digest == before.Digest && cur.Mode == before.Mode:
-		default:
-			data, err := s.ws.blobs.ReadAll(blob.Digest(before.Digest))
-			if err != nil {
-				return nil, AsError(fmt.Errorf("content of %s before op %d: %w", quote.Path(p), n, err))
-			}
-			var perm fs.FileMode
-			fmt.Sscanf(before.Mode, "%o", &perm)
-			if err := fo.WriteFile(ctx, p, data, perm); err != nil {
-				return nil, s.fileOpError(p, err)
-			}
-		}
-		restored = append(restored, p)
+	if err := s.restoreView(ctx, v, restore, fmt.Sprintf("drop-op %d of %s", n, s.ID())); err != nil {
+		return nil, err
 	}
 	if err := s.ws.db.DeleteTxOpsFrom(ctx, s.ID(), n); err != nil {
 		return nil, AsError(err)
 	}
-	return nonNil(restored), nil
+	return nonNil(order), nil
 }
 
 // refreshUntouched brings a path the stage has not changed up to date with

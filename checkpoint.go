@@ -1,0 +1,242 @@
+package wtx
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"time"
+
+	"github.com/wtx-dev/wtx/internal/blob"
+	"github.com/wtx-dev/wtx/internal/fsx"
+	"github.com/wtx-dev/wtx/internal/quote"
+	"github.com/wtx-dev/wtx/internal/stage"
+	"github.com/wtx-dev/wtx/internal/tree"
+)
+
+// Each command run in a stage is a checkpoint: its op records every path
+// the command changed in the view, with the entry before and after it, and
+// keeps the file contents of both sides in the blob store (deduplicated;
+// gc keeps them while the stage's ops name them). drop-op then puts a
+// run's paths back as it does a per-file op's, and rebase --merge knows
+// the original of what a command changed.
+//
+// What the view held before the command is the base itself for the
+// stage's first op (nothing changed the view since it opened); otherwise
+// the view is scanned before the command starts. The content before is
+// taken from the blob store when an earlier op kept it, else from the
+// workspace when its copy still holds the base content (on a lazy
+// backend nothing else has it); when neither has it the run records the
+// digest only, and dropping it refuses for that path.
+
+// preRunEntries returns the view's entries before the run's command, or
+// nil when they are the base's (seq is the run's op number).
+func (s *Stage) preRunEntries(ctx context.Context, v stage.View, seq int) ([]tree.Entry, error) {
+	if seq <= 1 {
+		return nil, nil
+	}
+	m, err := s.manifest()
+	if err != nil {
+		return nil, err
+	}
+	entries, err := v.Scan(ctx, m, s.exclude)
+	if err != nil {
+		return nil, stagingError(err)
+	}
+	return entries, nil
+}
+
+// checkpoint returns the paths the run changed, from pre (nil: the base)
+// to the view cs was scanned from, and keeps their contents.
+func (s *Stage) checkpoint(ctx context.Context, pre []tree.Entry, cs *ChangeSet) ([]TxFile, error) {
+	if pre == nil {
+		pre = cs.base.Entries
+	}
+	changes := tree.Compare(pre, cs.view)
+	if len(changes) == 0 {
+		return []TxFile{}, nil
+	}
+	root, err := fsx.OpenRoot(s.ws.path)
+	if err != nil {
+		return nil, AsError(err)
+	}
+	defer root.Close()
+	v, err := s.view(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer v.Close()
+	files := make([]TxFile, 0, len(changes))
+	for _, c := range changes {
+		f := TxFile{Path: c.Path}
+		if c.Old != nil {
+			old := *c.Old
+			if b := cs.base.Lookup(c.Path); old.Type == tree.File && old.Digest == "" && b != nil && b.Type == tree.File {
+				old.Digest = b.Digest // filled by the scan after the command
+			}
+			s.keepBefore(ctx, root, cs.base, &old)
+			side := sideOf(&old)
+			f.Before = &side
+		}
+		if c.New != nil {
+			nw := *c.New
+			if err := s.keepAfter(ctx, v, &nw); err != nil {
+				return nil, err
+			}
+			side := sideOf(&nw)
+			f.After = &side
+		}
+		files = append(files, f)
+	}
+	return files, nil
+}
+
+// keepBefore stores the content a file held before the command, if the
+// blob store lacks it and the workspace's copy still holds it.
+func (s *Stage) keepBefore(ctx context.Context, root *fsx.Root, base *tree.Manifest, e *tree.Entry) {
+	if e.Type != tree.File || e.Digest == "" || s.ws.blobs.Has(blob.Digest(e.Digest)) {
+		return
+	}
+	if b := base.Lookup(e.Path); b == nil || b.Digest != e.Digest {
+		return
+	}
+	data, err := s.ws.readWorkspaceFile(root, e.Path, e.Digest)
+	if err != nil {
+		return // moved since: the content is not kept, and the op says so by its absence
+	}
+	_, _ = s.ws.blobs.PutBytes(ctx, data) // best effort as above: a missing blob only limits drop-op
+}
+
+// keepAfter stores the content of a file the command left in the view; a
+// file that no longer has the scanned content (a process still writing)
+// gets the digest of what was stored.
+func (s *Stage) keepAfter(ctx context.Context, v stage.View, e *tree.Entry) error {
+	if e.Type != tree.File {
+		return nil
+	}
+	f, err := v.OpenFile(e.Path)
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) || errors.Is(err, fsx.ErrSymlink) || errors.Is(err, fsx.ErrNotRegular) {
+			e.Digest = "" // gone or replaced since the scan: nothing to keep
+			return nil
+		}
+		return AsError(fmt.Errorf("keep %s: %w", quote.Path(e.Path), err))
+	}
+	defer f.Close()
+	d, n, err := s.ws.blobs.Put(ctx, f)
+	if err != nil {
+		return AsError(fmt.Errorf("keep %s: %w", quote.Path(e.Path), err))
+	}
+	e.Digest, e.Size = string(d), n
+	return nil
+}
+
+// entryOfSide is the tree entry a recorded side describes (nil: absent).
+func entryOfSide(p string, sd *Side) *tree.Entry {
+	if sd == nil {
+		return nil
+	}
+	e := &tree.Entry{Path: p, Size: sd.Size, Digest: sd.Digest, Target: sd.Target}
+	switch sd.Type {
+	case "file":
+		e.Type = tree.File
+	case "dir":
+		e.Type = tree.Dir
+	case "symlink":
+		e.Type = tree.Symlink
+	default:
+		e.Type = tree.Special
+	}
+	if sd.Mode != "" {
+		var perm uint32
+		fmt.Sscanf(sd.Mode, "%o", &perm)
+		e.Perm = perm & tree.PermMask
+	}
+	return e
+}
+
+// restoreView sets every path of restore back to its entry (nil: absent)
+// in the stage's view, through one plan: removals deepest first, then
+// creations parents first, then directory bits. Every file content it
+// needs must be in the blob store, or nothing is changed.
+func (s *Stage) restoreView(ctx context.Context, v stage.View, restore map[string]*tree.Entry, what string) error {
+	m, err := s.manifest()
+	if err != nil {
+		return err
+	}
+	cur, err := v.Scan(ctx, m, s.exclude)
+	if err != nil {
+		return stagingError(err)
+	}
+	now := &tree.Manifest{Entries: cur}
+	var changes []tree.Change
+	for p, want := range restore {
+		if want != nil && want.Type == tree.Special {
+			return errorf(CodeSpecialFile, "%s: %s held a FIFO, socket or device, which wtx cannot put back", what, quote.Path(p))
+		}
+		if want != nil && want.Type == tree.File {
+			if err := s.checkKept(want, what); err != nil {
+				return err
+			}
+		}
+		have := now.Lookup(p)
+		if tree.SameContent(have, want) {
+			continue
+		}
+		c := tree.Change{Path: p, Old: have, New: want, Action: tree.Modified}
+		switch {
+		case have == nil:
+			c.Action = tree.Added
+		case want == nil:
+			c.Action = tree.Deleted
+		}
+		changes = append(changes, c)
+	}
+	var steps []stage.RestoreStep
+	for _, st := range tree.Plan(changes) {
+		rs := stage.RestoreStep{Kind: st.Kind, Path: st.Path}
+		if st.New != nil {
+			rs.Perm, rs.Target, rs.Size = st.New.Perm, st.New.Target, st.New.Size
+			if st.Kind == tree.StepWrite {
+				d := blob.Digest(st.New.Digest)
+				rs.Content = func() (io.ReadCloser, error) { return s.ws.blobs.NewReader(d) }
+			}
+		}
+		steps = append(steps, rs)
+	}
+	if err := stage.Restore(ctx, v, steps); err != nil {
+		return AsError(fmt.Errorf("%s: %w", what, err))
+	}
+	return nil
+}
+
+// checkKept makes sure the content of e is in the blob store, whole.
+func (s *Stage) checkKept(e *tree.Entry, what string) error {
+	err := errors.New("no digest recorded")
+	if e.Digest != "" {
+		err = s.ws.blobs.Verify(blob.Digest(e.Digest))
+	}
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, blob.ErrCorrupt):
+		return &Error{Code: CodeCorrupt, Err: err,
+			Message: fmt.Sprintf("%s: the content %s held before (%s) is damaged in the blob store; nothing was changed", what, quote.Path(e.Path), e.Digest),
+			Repairs: []Repair{{Action: "fsck", Detail: "check the state root", Command: "wtx fsck"}}}
+	case errors.Is(err, blob.ErrMissing) || e.Digest == "":
+		return &Error{Code: CodeStateLost, Err: err,
+			Message: fmt.Sprintf("%s: the content %s held before is not kept (it was neither in the blob store nor still in the workspace when the command ended); nothing was changed", what, quote.Path(e.Path))}
+	}
+	return AsError(err)
+}
+
+// keepLock holds the blob store lock shared while a run's contents are
+// stored and until its op names them.
+func (s *Stage) keepLock(ctx context.Context) (func(), error) {
+	release, err := s.ws.blobs.Lock(ctx, blob.Shared, time.Now().Add(lockWait))
+	if err != nil {
+		return nil, storeLockError(err)
+	}
+	return release, nil
+}
