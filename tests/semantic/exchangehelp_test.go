@@ -29,8 +29,14 @@ const oddName = "n\xff\xfe\nname"
 
 func gitCmd(t *testing.T, dir string, args ...string) string {
 	t.Helper()
+	return gitEnv(t, dir, nil, args...)
+}
+
+// gitEnv runs git in dir with env added to a fixed identity.
+func gitEnv(t *testing.T, dir string, env []string, args ...string) string {
+	t.Helper()
 	cmd := exec.Command("git", append([]string{"-C", dir}, args...)...)
-	cmd.Env = append(os.Environ(), "GIT_CONFIG_NOSYSTEM=1", "GIT_AUTHOR_NAME=base", "GIT_AUTHOR_EMAIL=base@example.com",
+	cmd.Env = append(append(os.Environ(), env...), "GIT_CONFIG_NOSYSTEM=1", "GIT_AUTHOR_NAME=base", "GIT_AUTHOR_EMAIL=base@example.com",
 		"GIT_COMMITTER_NAME=base", "GIT_COMMITTER_EMAIL=base@example.com", "GIT_TERMINAL_PROMPT=0")
 	out, err := cmd.CombinedOutput()
 	if err != nil {
