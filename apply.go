@@ -1066,7 +1066,7 @@ func (s *Stage) opRecord(opID string, cs *ChangeSet, opts ApplyOptions, res *App
 		Op:      state.Op{ID: opID, WorkspaceID: s.ws.id, StageID: s.ID(), Kind: "apply", State: "committed", Body: body, CreatedAt: now},
 		Receipt: r,
 	}
-	if fs := opts.flowStep; fs != nil {
+	if fs := opts.flowStep; fs != nil && !failpoint.Disabled("flow-atomic") {
 		fs.Result.OpID, fs.Result.StageID = opID, s.ID()
 		fs.Result.Written = append([]string(nil), res.Written...)
 		fs.Result.ChangesetDigest, fs.Result.Counts, fs.Result.ResultDigest = cs.Digest, cs.Counts, r.ResultDigest

@@ -115,12 +115,16 @@ type flowStepRecord struct {
 	RunID     string     `json:"run_id"`
 	Step      int        `json:"step"`
 	Attempt   int        `json:"attempt"`
-	Status    StepStatus `json:"status"`
+	Status    StepStatus `json:"-"`
+	StatusNum int        `json:"status"` // persisted: Status's number
 	CreatedAt time.Time  `json:"created_at"`
 	Result    StepResult `json:"result"`
 }
 
 func (r *flowStepRecord) row(now time.Time) (state.FlowStep, error) {
+	if r.StatusNum != 0 {
+		r.Status = StepStatus(r.StatusNum) // read back from a journal
+	}
 	body, err := json.Marshal(r.Result)
 	if err != nil {
 		return state.FlowStep{}, err
@@ -519,6 +523,19 @@ func (w *Workspace) continueFlow(ctx context.Context, id string, opts FlowOption
 			Repairs: []Repair{{Action: "fork", Detail: "start a new run from the state after one of its steps", Command: "wtx flow fork " + id + " --at STEP"}}}
 	}
 	skip := opts.Skip
+	if failpoint.Disabled("flow-resume") {
+		// Negative control: a resume runs every step again, like a CI
+		// re-run of the whole job.
+		for n := 0; n < run.next(); n++ {
+			a := run.Steps[n].latest()
+			if _, err := w.execStep(ctx, run, n, a.Attempt+1, opts); err != nil {
+				return nil, err
+			}
+		}
+		if run, err = w.FlowRun(ctx, id); err != nil {
+			return nil, err
+		}
+	}
 	for {
 		n := run.next()
 		if n == len(run.Steps) {
@@ -708,14 +725,23 @@ func (w *Workspace) execStep(ctx context.Context, run *FlowRun, n, attempt int, 
 // op in one transaction; a stage with nothing to apply records it alone
 // (there is no workspace change for it to be atomic with).
 func (w *Workspace) applyStep(ctx context.Context, run string, n, attempt int, st *Stage, step *FlowStep, res *StepResult, created time.Time, progress func(StepStatus)) (bool, error) {
-	rec := &flowStepRecord{RunID: run, Step: n, Attempt: attempt, Status: StepDone, CreatedAt: created, Result: *res}
+	rec := &flowStepRecord{RunID: run, Step: n, Attempt: attempt, Status: StepDone, StatusNum: int(StepDone), CreatedAt: created, Result: *res}
 	ar, err := st.Apply(ctx, ApplyOptions{Approve: step.Approve, flowStep: rec})
 	if err != nil {
 		*res = rec.Result
 		return true, w.failStep(ctx, run, n, attempt, res, created, st, err, progress)
 	}
-	failpoint.Hit("flow:applied")
 	*res = rec.Result
+	if ar.OpID != "" && failpoint.Disabled("flow-atomic") {
+		// Negative control: the result is recorded after the op, in a
+		// transaction of its own, and a crash in between loses it.
+		res.OpID, res.StageID, res.ChangesetDigest, res.Counts, res.Written = ar.OpID, st.ID(), ar.ChangesetDigest, ar.Counts, ar.Written
+		failpoint.Hit("flow:applied")
+		if err := w.putStep(ctx, run, n, attempt, StepDone, res, created); err != nil {
+			return false, err
+		}
+	}
+	failpoint.Hit("flow:applied")
 	if ar.OpID == "" {
 		res.Written = nil
 		if err := w.putStep(ctx, run, n, attempt, StepDone, res, created); err != nil {
@@ -828,8 +854,12 @@ func (w *Workspace) runStepCommand(ctx context.Context, run *FlowRun, n int, st 
 		defer cancel()
 	}
 	env := append(slices.Clip(opts.Env), "WTX_FLOW_RUN="+run.ID, "WTX_FLOW_STEP="+step.Name)
+	// An agent's view is read-only where the backend can make it so;
+	// elsewhere whatever it writes in its view is refused once it ends
+	// (checkProposal). Either way it writes nothing that lands.
+	readOnly := step.ReadOnly || step.Kind == StepAgent && st.Backend() == "overlay"
 	rr, err := st.Run(rctx, step.Command, RunOptions{Stdout: stdout, Stderr: stderr, Env: env,
-		ReadOnly: step.ReadOnly || step.Kind == StepAgent, NoNetwork: step.NoNetwork})
+		ReadOnly: readOnly, NoNetwork: step.NoNetwork})
 	res.StdoutSize, res.StderrSize = stdout.size, stderr.size
 	res.StdoutDigest, res.StderrDigest = stdout.digest(), stderr.digest()
 	res.Stdout, res.Stderr = stdout.kept, stderr.kept

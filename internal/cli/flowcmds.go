@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/wtx-dev/wtx"
+	"github.com/wtx-dev/wtx/internal/failpoint"
 	"github.com/wtx-dev/wtx/internal/quote"
 )
 
@@ -252,7 +253,9 @@ touched: not even an interrupted apply is recovered.`,
 		Args: exactlyOne("run"),
 		RunE: func(c *cobra.Command, args []string) error {
 			ctx := c.Context()
-			g.noRecover = true
+			// A replay reads; it does not even finish an interrupted
+			// apply (negative control: WTX_DISABLE=replay recovers).
+			g.noRecover = !failpoint.Disabled("replay")
 			ws, err := g.open(ctx)
 			if err != nil {
 				return err
