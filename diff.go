@@ -81,17 +81,24 @@ func (s *Stage) WriteDiff(ctx context.Context, w io.Writer, opts DiffOptions) (*
 		}
 		return res, nil
 	}
-	fds, unavailable, err := s.fileDiffs(ctx, cs)
-	if err != nil {
-		return nil, err
-	}
-	res.Unavailable = unavailable
+	// One file's contents at a time: a diff of many files never holds
+	// them all.
 	if opts.Format == DiffStat {
 		width := opts.Width
 		if width <= 0 {
 			width = 80
 		}
-		return res, textdiff.WriteStat(w, fds, width)
+		rows := make([]textdiff.StatRow, 0, len(cs.changes))
+		res.Unavailable, err = s.eachFileDiff(ctx, cs, func(fd textdiff.FileDiff) error {
+			if r, ok := textdiff.StatOf(fd); ok {
+				rows = append(rows, r)
+			}
+			return nil
+		})
+		if err != nil {
+			return nil, err
+		}
+		return res, textdiff.WriteStatRows(w, rows, width)
 	}
 	out := io.Writer(w)
 	var cw *textdiff.ColorWriter
@@ -99,10 +106,11 @@ func (s *Stage) WriteDiff(ctx context.Context, w io.Writer, opts DiffOptions) (*
 		cw = textdiff.NewColorWriter(w, true)
 		out = cw
 	}
-	for _, fd := range fds {
-		if err := textdiff.WriteGitOptions(out, fd, textdiff.Options{Context: HunkContext, Binary: opts.Binary, NumberHunks: opts.NumberHunks}); err != nil {
-			return nil, err
-		}
+	res.Unavailable, err = s.eachFileDiff(ctx, cs, func(fd textdiff.FileDiff) error {
+		return textdiff.WriteGitOptions(out, fd, textdiff.Options{Context: HunkContext, Binary: opts.Binary, NumberHunks: opts.NumberHunks})
+	})
+	if err != nil {
+		return nil, err
 	}
 	if cw != nil {
 		if err := cw.Flush(); err != nil {
@@ -130,23 +138,37 @@ func gitMode(e *tree.Entry) uint32 {
 
 // fileDiffs loads both sides of every file and symlink change.
 func (s *Stage) fileDiffs(ctx context.Context, cs *ChangeSet) ([]textdiff.FileDiff, []string, error) {
-	v, err := s.view(ctx)
+	var out []textdiff.FileDiff
+	unavailable, err := s.eachFileDiff(ctx, cs, func(fd textdiff.FileDiff) error {
+		out = append(out, fd)
+		return nil
+	})
 	if err != nil {
 		return nil, nil, err
+	}
+	return out, unavailable, nil
+}
+
+// eachFileDiff loads both sides of each file and symlink change in turn
+// and passes them to fn, in path order; it keeps none of them. It returns
+// the paths whose base content is no longer available (left out).
+func (s *Stage) eachFileDiff(ctx context.Context, cs *ChangeSet, fn func(textdiff.FileDiff) error) ([]string, error) {
+	v, err := s.view(ctx)
+	if err != nil {
+		return nil, err
 	}
 	defer v.Close()
 	root, err := fsx.OpenRoot(s.ws.path)
 	if err != nil {
-		return nil, nil, AsError(err)
+		return nil, AsError(err)
 	}
 	defer root.Close()
-	var out []textdiff.FileDiff
 	var unavailable []string
 	for i := range cs.changes {
 		c := &cs.changes[i]
 		s.ws.progress(PhaseDiff, i, len(cs.changes))
 		if err := ctx.Err(); err != nil {
-			return nil, nil, err
+			return nil, err
 		}
 		fd := textdiff.FileDiff{Path: c.Path, OldMode: gitMode(c.Old), NewMode: gitMode(c.New)}
 		if fd.OldMode == 0 && fd.NewMode == 0 {
@@ -155,7 +177,7 @@ func (s *Stage) fileDiffs(ctx context.Context, cs *ChangeSet) ([]textdiff.FileDi
 		if fd.OldMode != 0 {
 			old, ok, err := s.baseContent(root, c.Old)
 			if err != nil {
-				return nil, nil, err
+				return nil, err
 			}
 			if !ok {
 				unavailable = append(unavailable, c.Path)
@@ -170,13 +192,15 @@ func (s *Stage) fileDiffs(ctx context.Context, cs *ChangeSet) ([]textdiff.FileDi
 		case c.New.Type == tree.File:
 			data, err := s.stagedContent(v, c.New)
 			if err != nil {
-				return nil, nil, err
+				return nil, err
 			}
 			fd.New = data
 		}
-		out = append(out, fd)
+		if err := fn(fd); err != nil {
+			return nil, err
+		}
 	}
-	return out, unavailable, nil
+	return unavailable, nil
 }
 
 // stagedContent reads a staged file, checking it still has the digest the

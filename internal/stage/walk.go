@@ -200,11 +200,22 @@ func newDigestPool(op string) *hashPool {
 // hashFile hashes r fully and returns its digest and length.
 func hashFile(r io.Reader, buf []byte) (string, int64, error) {
 	h := blob.NewHasher()
-	n, err := io.CopyBuffer(h, r, buf)
-	if err != nil {
-		return "", n, err
+	// A read loop, not io.CopyBuffer: an *os.File's WriteTo would take
+	// over and allocate a buffer of its own for every file.
+	var n int64
+	for {
+		k, err := r.Read(buf)
+		if k > 0 {
+			_, _ = h.Write(buf[:k]) // a hash never fails to write
+			n += int64(k)
+		}
+		if err == io.EOF {
+			return string(h.Digest()), n, nil
+		}
+		if err != nil {
+			return "", n, err
+		}
 	}
-	return string(h.Digest()), n, nil
 }
 
 var bufPool = sync.Pool{New: func() any { b := make([]byte, 256<<10); return &b }}

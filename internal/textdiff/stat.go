@@ -73,39 +73,60 @@ func Counts(fd FileDiff) (ins, del int) {
 // (binary content as "Bin A -> B bytes"), then a line such as
 // " 2 files changed, 3 insertions(+), 1 deletion(-)".
 func WriteStat(w io.Writer, fds []FileDiff, width int) error {
-	type row struct {
-		name     string
-		ins, del int
-		binary   bool
-		old, new int
+	rows := make([]StatRow, 0, len(fds))
+	for _, fd := range fds {
+		if r, ok := StatOf(fd); ok {
+			rows = append(rows, r)
+		}
 	}
-	var rows []row
+	return WriteStatRows(w, rows, width)
+}
+
+// StatRow is one path's line of a stat: what WriteStat needs of a
+// FileDiff, without its contents.
+type StatRow struct {
+	name     string // quoted
+	ins, del int
+	binary   bool
+	old, new int // sizes of binary content
+}
+
+// StatOf returns fd's row of a stat, and false when nothing about the path
+// differs (it gets no row).
+func StatOf(fd FileDiff) (StatRow, bool) {
+	om, nm, differs := normalized(fd)
+	if !differs {
+		return StatRow{}, false
+	}
+	r := StatRow{name: quote.Path(fd.Path)}
+	if isBinaryDiff(fd, om, nm) {
+		r.binary = true
+		if om != 0 {
+			r.old = len(fd.Old)
+		}
+		if nm != 0 {
+			r.new = len(fd.New)
+		}
+		return r, true
+	}
+	r.ins, r.del = Counts(fd)
+	return r, true
+}
+
+// WriteStatRows is WriteStat of rows made by StatOf, in order.
+func WriteStatRows(w io.Writer, rows []StatRow, width int) error {
 	maxName, maxChange, numW := 0, 0, 1
 	totalIns, totalDel := 0, 0
-	for _, fd := range fds {
-		om, nm, differs := normalized(fd)
-		if !differs {
-			continue
-		}
-		r := row{name: quote.Path(fd.Path)}
-		if isBinaryDiff(fd, om, nm) {
-			r.binary = true
-			if om != 0 {
-				r.old = len(fd.Old)
-			}
-			if nm != 0 {
-				r.new = len(fd.New)
-			}
+	for _, r := range rows {
+		if r.binary {
 			numW = max(numW, len("Bin"))
 		} else {
-			r.ins, r.del = Counts(fd)
 			maxChange = max(maxChange, r.ins+r.del)
 			numW = max(numW, len(strconv.Itoa(r.ins+r.del)))
 		}
 		totalIns += r.ins
 		totalDel += r.del
 		maxName = max(maxName, len(r.name))
-		rows = append(rows, r)
 	}
 
 	// " " name " | " count " " graph
