@@ -14,6 +14,7 @@ import (
 	"github.com/wtx-dev/wtx/internal/fsx"
 	"github.com/wtx-dev/wtx/internal/quote"
 	"github.com/wtx-dev/wtx/internal/stage"
+	"github.com/wtx-dev/wtx/internal/textdiff"
 	"github.com/wtx-dev/wtx/internal/tree"
 )
 
@@ -104,6 +105,11 @@ func (s *Stage) bundleOf(ctx context.Context, withContent bool) (*bundle.Bundle,
 	if !withContent {
 		b.Flags = bundle.FlagContentElsewhere
 	}
+	root, err := fsx.OpenRoot(s.ws.path)
+	if err != nil {
+		return nil, nil, AsError(err)
+	}
+	defer root.Close()
 	var unknown []Conflict
 	for i := range cs.changes {
 		c := &cs.changes[i]
@@ -119,6 +125,13 @@ func (s *Stage) bundleOf(ctx context.Context, withContent bool) (*bundle.Bundle,
 				return nil, nil, err
 			}
 			e.Content = data
+			if e.Old != nil && e.Old.Type == tree.File && !textdiff.IsBinary(data) {
+				// The original a merge on the other side needs, when it
+				// is known here and text.
+				if base, ok, err := s.baseContent(root, c.Old); err == nil && ok && !textdiff.IsBinary(base) {
+					e.Base = base
+				}
+			}
 		}
 		b.Entries = append(b.Entries, e)
 	}
@@ -254,6 +267,14 @@ func (w *Workspace) importBundle(ctx context.Context, b *bundle.Bundle, origin I
 			_ = s.Drop(context.WithoutCancel(ctx)) // the import failed; its error says why, a failed drop adds nothing
 		}
 	}()
+	for i := range b.Entries {
+		if b.Entries[i].Base != nil {
+			// Kept: the original a three-way merge (rebase --merge) needs.
+			if _, err := w.blobs.PutBytes(ctx, b.Entries[i].Base); err != nil {
+				return nil, nil, AsError(err)
+			}
+		}
+	}
 	if err := s.fill(ctx, b, &origin); err != nil {
 		return nil, nil, err
 	}

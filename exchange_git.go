@@ -64,7 +64,7 @@ func (s *Stage) ExportGit(ctx context.Context, ref string) (*ExportResult, error
 	meta.Flags = bundle.FlagContentElsewhere
 	meta.Entries = make([]bundle.Entry, len(b.Entries))
 	for i, e := range b.Entries {
-		e.Content = nil
+		e.Content, e.Base = nil, nil
 		meta.Entries[i] = e
 	}
 	var mb bytes.Buffer

@@ -72,11 +72,15 @@ type Origin struct {
 
 // Entry is one changed path: Old is its base (nil: it did not exist), New
 // what the stage made of it (nil: deleted). Content is New's content when
-// New is a file and the bundle carries content.
+// New is a file and the bundle carries content. Base is Old's content when
+// the exporter knew it and both sides are text files (nil otherwise): the
+// original a three-way merge (wtx rebase --merge) needs on the importing
+// side. It compresses against Content, which follows it.
 type Entry struct {
 	Path    string
 	Old     *tree.Entry
 	New     *tree.Entry
+	Base    []byte
 	Content []byte
 }
 
@@ -152,7 +156,19 @@ func Encode(w io.Writer, b *Bundle) error {
 		buf = binenc.AppendString(buf[:0], e.Path)
 		buf = appendSide(buf, e.Old)
 		buf = appendSide(buf, e.New)
-		buf = binary.AppendUvarint(buf, uint64(len(e.Content)))
+		if e.Base == nil {
+			buf = append(buf, 0)
+		} else {
+			buf = append(buf, 1)
+			buf = binary.AppendUvarint(buf, uint64(len(e.Base)))
+		}
+		if _, err := fw.Write(buf); err != nil {
+			return err
+		}
+		if _, err := fw.Write(e.Base); err != nil {
+			return err
+		}
+		buf = binary.AppendUvarint(buf[:0], uint64(len(e.Content)))
 		if _, err := fw.Write(buf); err != nil {
 			return err
 		}
@@ -262,6 +278,13 @@ func decode(data []byte, lim Limits, verify bool) (*Bundle, error) {
 		e := Entry{Path: d.String()}
 		e.Old = readSide(d, e.Path)
 		e.New = readSide(d, e.Path)
+		switch d.Byte() {
+		case 0:
+		case 1:
+			e.Base = []byte(d.String())
+		default:
+			d.Fail(fmt.Errorf("%q: bad base marker", e.Path))
+		}
 		if c := d.String(); c != "" {
 			e.Content = []byte(c)
 		}
@@ -329,6 +352,16 @@ func (b *Bundle) check(verify bool) error {
 			}
 		case len(e.Content) != 0:
 			return fail("entry %q carries content it should not", e.Path)
+		}
+		if e.Base != nil {
+			switch {
+			case b.Flags&FlagContentElsewhere != 0 || e.Old == nil || e.New == nil || e.Old.Type != tree.File || e.New.Type != tree.File:
+				return fail("entry %q carries a base content it should not", e.Path)
+			case int64(len(e.Base)) != e.Old.Size:
+				return fail("entry %q: %d bytes of base content, the entry says %d", e.Path, len(e.Base), e.Old.Size)
+			case verify && blob.Sum(e.Base) != blob.Digest(e.Old.Digest):
+				return fail("entry %q: base content does not match its digest", e.Path)
+			}
 		}
 		// No entry may lie beneath an entry of the bundle that is not a
 		// directory on the same side: a symlink of the bundle must never

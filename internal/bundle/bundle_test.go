@@ -24,7 +24,7 @@ func sample() *Bundle {
 			BaseDigest: string(blob.Sum([]byte("base"))), ExportedAt: 42},
 		Receipts: [][]byte{[]byte(`{"id":"rc-1"}`)},
 		Entries: []Entry{
-			{Path: "a.txt", Old: file("a.txt", "old\n", 0o644), New: file("a.txt", "new\n", 0o755), Content: []byte("new\n")},
+			{Path: "a.txt", Old: file("a.txt", "old\n", 0o644), New: file("a.txt", "new\n", 0o755), Base: []byte("old\n"), Content: []byte("new\n")},
 			{Path: "d", New: &tree.Entry{Path: "d", Type: tree.Dir, Perm: 0o755}},
 			{Path: "d/link", New: &tree.Entry{Path: "d/link", Type: tree.Symlink, Size: 5, Target: "../a\n"}},
 			{Path: "gone", Old: file("gone", "x", 0o600)},
@@ -55,7 +55,8 @@ func TestRoundTrip(t *testing.T) {
 	}
 	for i := range b.Entries {
 		w, g := b.Entries[i], got.Entries[i]
-		if w.Path != g.Path || !tree.SameContent(w.Old, g.Old) || !tree.SameContent(w.New, g.New) || !bytes.Equal(w.Content, g.Content) {
+		if w.Path != g.Path || !tree.SameContent(w.Old, g.Old) || !tree.SameContent(w.New, g.New) || !bytes.Equal(w.Content, g.Content) ||
+			!bytes.Equal(w.Base, g.Base) || (w.Base == nil) != (g.Base == nil) {
 			t.Errorf("entry %d: got %+v want %+v", i, g, w)
 		}
 	}
@@ -114,6 +115,11 @@ func encodeUnchecked(w *bytes.Buffer, b *Bundle) error {
 		buf = binenc.AppendString(buf, e.Path)
 		buf = appendSide(buf, e.Old)
 		buf = appendSide(buf, e.New)
+		if e.Base == nil {
+			buf = append(buf, 0)
+		} else {
+			buf = binenc.AppendString(append(buf, 1), string(e.Base))
+		}
 		buf = binenc.AppendString(buf, string(e.Content))
 	}
 	fw.Write(buf)
@@ -137,15 +143,17 @@ func TestHostileShapesRefused(t *testing.T) {
 			e.Path = "d/link/x"
 			b.Entries = []Entry{b.Entries[0], b.Entries[1], b.Entries[2], e, b.Entries[3]}
 		},
-		"content":     func(b *Bundle) { b.Entries[0].Content = []byte("NEW\n") },
-		"size":        func(b *Bundle) { b.Entries[0].New.Size = 1 << 40 },
-		"digest":      func(b *Bundle) { b.Entries[0].Old.Digest = string(blob.Sum([]byte("other"))) },
-		"perm":        func(b *Bundle) { b.Entries[0].New.Perm = 0o4755 },
-		"type":        func(b *Bundle) { b.Entries[1].New.Type = tree.Special },
-		"nothing":     func(b *Bundle) { b.Entries[3].Old = nil },
-		"dir content": func(b *Bundle) { b.Entries[1].Content = []byte("x") },
-		"flags":       func(b *Bundle) { b.Flags = 0x80 },
-		"no-op":       func(b *Bundle) { b.Entries[0].New = b.Entries[0].Old; b.Entries[0].Content = []byte("old\n") },
+		"content":      func(b *Bundle) { b.Entries[0].Content = []byte("NEW\n") },
+		"size":         func(b *Bundle) { b.Entries[0].New.Size = 1 << 40 },
+		"digest":       func(b *Bundle) { b.Entries[0].Old.Digest = string(blob.Sum([]byte("other"))) },
+		"perm":         func(b *Bundle) { b.Entries[0].New.Perm = 0o4755 },
+		"type":         func(b *Bundle) { b.Entries[1].New.Type = tree.Special },
+		"nothing":      func(b *Bundle) { b.Entries[3].Old = nil },
+		"dir content":  func(b *Bundle) { b.Entries[1].Content = []byte("x") },
+		"flags":        func(b *Bundle) { b.Flags = 0x80 },
+		"no-op":        func(b *Bundle) { b.Entries[0].New = b.Entries[0].Old; b.Entries[0].Content = []byte("old\n") },
+		"base content": func(b *Bundle) { b.Entries[0].Base = []byte("OLD\n") },
+		"base on add":  func(b *Bundle) { b.Entries[4].Base = []byte{} },
 	}
 	for name, mutate := range cases {
 		t.Run(name, func(t *testing.T) {

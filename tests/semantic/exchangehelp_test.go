@@ -67,6 +67,7 @@ func twoMachines(t *testing.T, failpoints bool) (a, b *machine, hub string) {
 		"old/gone.txt": "to be removed\n",
 		"old/also.txt": "also removed\n",
 		"run.sh":       "#!/bin/sh\necho run\n",
+		"lines.txt":    "1\n2\n3\n4\n5\n6\n7\n8\n9\n",
 		oddName:        "odd\n",
 	}
 	for p, c := range files {

@@ -122,3 +122,22 @@ func TestX001_NegativeControl(t *testing.T) {
 		t.Fatal("negative control: every apply was still refused with the imported base switched off")
 	}
 }
+
+// TestX001_RebaseMergeOnImported: the bundle carries the original of a
+// modified text file, so an imported stage refused for drift is rebased
+// three-way on B (rebase --merge) and then applies both changes.
+func TestX001_RebaseMergeOnImported(t *testing.T) {
+	a, b, _ := twoMachines(t, false)
+	a.ok(nil, "run", "--name", "top", "--", "sh", "-c", "sed -i 1s/1/one/ lines.txt")
+	bundle := a.ok(nil, "export", "top").stdout
+	mustWrite(t, filepath.Join(b.ws, "lines.txt"), "1\n2\n3\n4\n5\n6\n7\n8\nnine\n")
+	tx := b.ok([]byte(bundle), "import", "-").stdout[:len("tx-20060102T150405Z-01234567")]
+	if r := b.wtx(nil, "apply", tx); r.code != 2 {
+		t.Fatalf("apply over drift: exit %d, want 2\n%s", r.code, r.stderr)
+	}
+	b.ok(nil, "rebase", tx, "--merge")
+	b.ok(nil, "apply", tx)
+	if got := readWS(t, b.ws, "lines.txt"); got != "one\n2\n3\n4\n5\n6\n7\n8\nnine\n" {
+		t.Fatalf("lines.txt after rebase --merge and apply: %q", got)
+	}
+}
