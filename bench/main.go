@@ -64,7 +64,8 @@
 //
 // Flags: -files, -pkgfiles, -seed, -runs, -budget, -tree, -scratch,
 // -dirty, -scale, -wtx PATH (default: build ./cmd/wtx with the go command),
-// -keep (leave the scratch directory and print its path), -json.
+// -keep (leave the scratch directory and print its path), -json; -from
+// FILE prints the table of a report -json saved.
 package main
 
 import (
@@ -112,7 +113,15 @@ func main() {
 	flag.StringVar(&cfg.wtx, "wtx", "", "the wtx binary to measure (default: go build ./cmd/wtx)")
 	flag.BoolVar(&cfg.keep, "keep", false, "keep the scratch directory")
 	flag.BoolVar(&cfg.json, "json", false, "print the report as JSON")
+	from := flag.String("from", "", "print the table of the report `FILE` that -json wrote, measuring nothing")
 	flag.Parse()
+	if *from != "" {
+		if err := printSaved(*from); err != nil {
+			fmt.Fprintf(os.Stderr, "bench: %v\n", err)
+			os.Exit(1)
+		}
+		return
+	}
 	for _, f := range strings.Split(scale, ",") {
 		if f = strings.TrimSpace(f); f == "" {
 			continue
@@ -581,4 +590,31 @@ func bytesIEC(n int64) string {
 
 func progress(format string, args ...any) {
 	fmt.Fprintf(os.Stderr, "bench: "+format+"\n", args...)
+}
+
+// printSaved prints the table of a report saved by -json.
+func printSaved(path string) error {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	var rep report
+	if err := json.Unmarshal(data, &rep); err != nil {
+		return fmt.Errorf("%s: not a bench report: %w", path, err)
+	}
+	printTable(os.Stdout, rep)
+	return nil
+}
+
+// record adds finished results and says each on stderr as it comes (a long
+// run shows what it has measured so far).
+func (b *bench) record(rs ...result) {
+	for _, r := range rs {
+		line := fmt.Sprintf("%s: %s %s, max RSS %s", r.Scenario, r.Command, seconds(r.Seconds), bytesIEC(r.MaxRSS))
+		if r.Baseline != "" {
+			line += fmt.Sprintf("; %s %s; ratio %.2fx", r.Baseline, seconds(r.BaselineSeconds), r.Ratio)
+		}
+		progress("%s", line)
+	}
+	b.results = append(b.results, rs...)
 }

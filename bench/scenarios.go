@@ -70,11 +70,11 @@ func (b *bench) openRun() error {
 			trySamples = append(trySamples, c.took.Seconds())
 		}
 	}
-	b.results = append(b.results, res.done())
+	b.record(res.done())
 	if try != "" {
 		t := res
 		t.Baseline, t.BaselineSamples, t.Target = "try -n true", trySamples, 0
-		b.results = append(b.results, t.done())
+		b.record(t.done())
 	} else {
 		b.note("try is not installed: 'try -n true' is not measured beside open+run+scan")
 	}
@@ -148,7 +148,7 @@ func (b *bench) changeScan() error {
 					res.addBaseline(g)
 				}
 			}
-			b.results = append(b.results, res.done())
+			b.record(res.done())
 		}
 		prev = n
 	}
@@ -182,7 +182,7 @@ func (b *bench) durableApply() error {
 				return err
 			}
 		}
-		b.results = append(b.results, apply.done(), undo.done())
+		b.record(apply.done(), undo.done())
 	}
 	return nil
 }
@@ -273,7 +273,7 @@ func (b *bench) newFiles() error {
 			return err
 		}
 	}
-	b.results = append(b.results, apply.done(), undo.done())
+	b.record(apply.done(), undo.done())
 	return os.RemoveAll(pkg)
 }
 
@@ -411,7 +411,7 @@ func (b *bench) dirtyData() error {
 			return err
 		}
 	}
-	b.results = append(b.results, runRes.done())
+	b.record(runRes.done())
 
 	n := min(1000, len(b.order))
 	progress("apply of %d modified with %s of dirty data", n, size)
@@ -469,7 +469,7 @@ func (b *bench) dirtyData() error {
 		}
 		applyRes.add(d)
 	}
-	b.results = append(b.results, applyRes.done())
+	b.record(applyRes.done())
 	if len(seen) > 0 {
 		var f []float64
 		for _, k := range seen {
@@ -566,7 +566,7 @@ func (b *bench) scaleTree(n int) error {
 		}
 		open.add(s)
 	}
-	b.results = append(b.results, open.done())
+	b.record(open.done())
 
 	progress("%s: status after 100 changes", label)
 	list, err := b.writeList(order[:100])
@@ -589,7 +589,7 @@ func (b *bench) scaleTree(n int) error {
 		}
 		status.add(s)
 	}
-	b.results = append(b.results, status.done())
+	b.record(status.done())
 	if _, err := w("drop", tx); err != nil {
 		return err
 	}
@@ -632,6 +632,6 @@ func (b *bench) scaleTree(n int) error {
 		}
 		apply.addBaseline(c)
 	}
-	b.results = append(b.results, apply.done())
+	b.record(apply.done())
 	return nil
 }
