@@ -143,54 +143,91 @@ func ParseBatch(r io.Reader) ([]BatchItem, error) {
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 64<<10), MaxBatchLine)
 	var items []BatchItem
+	var diags []Diagnostic
+	var first *Error
+	bad := func(n int, it *BatchItem, e *Error) {
+		d := Diagnostic{Index: len(diags) + 1, Line: n, Status: DiagError, Code: e.Code, Message: e.Message}
+		if it != nil {
+			d.Command, d.Path = it.Command, it.Path
+		}
+		diags = append(diags, d)
+		if first == nil {
+			first = e
+		}
+	}
 	for n := 1; sc.Scan(); n++ {
 		line := bytes.TrimSpace(sc.Bytes())
 		if len(line) == 0 {
 			continue
 		}
-		// Checked on the raw bytes: decoding would replace what is not
-		// UTF-8 with U+FFFD and write the substitute.
-		if err := jsonname.Check(line); err != nil {
-			return nil, errorf(CodeUsage, "batch line %d: %v; give such names and texts in path_b64, content_b64, old_b64 or new_b64", n, err)
-		}
-		dec := json.NewDecoder(bytes.NewReader(line))
-		dec.DisallowUnknownFields()
-		var j batchItemJSON
-		if err := dec.Decode(&j); err != nil {
-			return nil, errorf(CodeUsage, "batch line %d: %v", n, err)
-		}
-		if dec.More() {
-			return nil, errorf(CodeUsage, "batch line %d: more than one JSON value", n)
-		}
-		it, err := j.item()
+		it, err := parseBatchLine(n, line)
 		if err != nil {
-			return nil, errorf(CodeUsage, "batch line %d: %v", n, err)
+			bad(n, it, err)
+			continue
 		}
-		if it.Path == "" {
-			return nil, errorf(CodeUsage, "batch line %d: \"path\" (or \"path_b64\") is required", n)
-		}
-		switch it.Command {
-		case "write":
-			if it.Content == nil {
-				return nil, errorf(CodeUsage, "batch line %d: write needs \"content\"", n)
-			}
-		case "edit":
-			if it.Old == "" || it.New == nil {
-				return nil, errorf(CodeUsage, "batch line %d: edit needs \"old\" (non-empty) and \"new\"", n)
-			}
-		case "rm", "read":
-		default:
-			return nil, errorf(CodeUsage, "batch line %d: unknown command %q (write, edit, rm, read)", n, it.Command)
-		}
-		items = append(items, it)
+		items = append(items, *it)
+		diags = append(diags, Diagnostic{Index: len(diags) + 1, Line: n, Command: it.Command, Path: it.Path, Status: DiagOK})
 	}
 	if err := sc.Err(); err != nil {
 		return nil, errorf(CodeUsage, "batch: %v", err)
+	}
+	if first != nil {
+		out := *first
+		errs := 0
+		for _, d := range diags {
+			if d.Status == DiagError {
+				errs++
+			}
+		}
+		if errs > 1 {
+			out.Message = fmt.Sprintf("%s (and %d more line(s) with errors: see diagnostics)", first.Message, errs-1)
+		}
+		out.Diagnostics = diags
+		return nil, &out
 	}
 	if len(items) == 0 {
 		return nil, errorf(CodeUsage, "batch: no commands on stdin")
 	}
 	return items, nil
+}
+
+// parseBatchLine reads line n of a batch.
+func parseBatchLine(n int, line []byte) (*BatchItem, *Error) {
+	// Checked on the raw bytes: decoding would replace what is not
+	// UTF-8 with U+FFFD and write the substitute.
+	if err := jsonname.Check(line); err != nil {
+		return nil, errorf(CodeUsage, "batch line %d: %v; give such names and texts in path_b64, content_b64, old_b64 or new_b64", n, err)
+	}
+	dec := json.NewDecoder(bytes.NewReader(line))
+	dec.DisallowUnknownFields()
+	var j batchItemJSON
+	if err := dec.Decode(&j); err != nil {
+		return nil, errorf(CodeUsage, "batch line %d: %v", n, err)
+	}
+	if dec.More() {
+		return nil, errorf(CodeUsage, "batch line %d: more than one JSON value", n)
+	}
+	it, err := j.item()
+	if err != nil {
+		return nil, errorf(CodeUsage, "batch line %d: %v", n, err)
+	}
+	if it.Path == "" {
+		return &it, errorf(CodeUsage, "batch line %d: \"path\" (or \"path_b64\") is required", n)
+	}
+	switch it.Command {
+	case "write":
+		if it.Content == nil {
+			return &it, errorf(CodeUsage, "batch line %d: write needs \"content\"", n)
+		}
+	case "edit":
+		if it.Old == "" || it.New == nil {
+			return &it, errorf(CodeUsage, "batch line %d: edit needs \"old\" (non-empty) and \"new\"", n)
+		}
+	case "rm", "read":
+	default:
+		return &it, errorf(CodeUsage, "batch line %d: unknown command %q (write, edit, rm, read)", n, it.Command)
+	}
+	return &it, nil
 }
 
 // Batch runs items in one new stage and applies the result, all or
@@ -205,15 +242,24 @@ func (w *Workspace) Batch(ctx context.Context, items []BatchItem, begin BeginOpt
 		return nil, err
 	}
 	res := &BatchResult{Tx: st.ID(), Items: []BatchItemResult{}}
+	diags := make([]Diagnostic, 0, len(items))
+	firstFailed := -1
+	var firstErr *Error
 	fail := func(i int, err error) (*BatchResult, error) {
-		st.Drop(context.WithoutCancel(ctx))
+		_ = st.Drop(context.WithoutCancel(ctx)) // a stage left open is dropped by the next 'drop --empty'; the error told is the batch's
 		e := AsError(err)
 		out := *e
 		if i >= 0 {
 			out.Message = fmt.Sprintf("batch item %d (%s %s): %s; nothing was applied", i+1, items[i].Command, quote.Path(items[i].Path), e.Message)
+			if n := errorCount(diags); n > 1 {
+				out.Message += fmt.Sprintf(" (%d items failed: see diagnostics)", n)
+			}
+			out.Diagnostics = diags
 		}
 		return nil, &out
 	}
+	// Every item runs, after a failure too, so that each one's fate is
+	// known (diagnostics); a failure anywhere applies nothing.
 	for i, it := range items {
 		var fr *FileResult
 		var err error
@@ -227,14 +273,31 @@ func (w *Workspace) Batch(ctx context.Context, items []BatchItem, begin BeginOpt
 		case "read":
 			fr, err = st.Read(ctx, it.Path)
 		}
+		d := Diagnostic{Index: i + 1, Command: it.Command, Path: it.Path, Status: DiagOK}
 		if err != nil {
-			return fail(i, err)
+			e := AsError(err)
+			d.Status, d.Code, d.Message = DiagError, e.Code, e.Message
+			diags = append(diags, d)
+			if firstFailed < 0 {
+				firstFailed, firstErr = i, e
+			}
+			if ctx.Err() != nil {
+				break
+			}
+			continue
 		}
+		diags = append(diags, d)
 		r := BatchItemResult{Index: i + 1, Command: it.Command, Path: it.Path, TxOp: fr.TxOp, Digest: fr.Digest}
 		if it.Command == "read" {
 			r.Content = string(fr.Content)
 		}
 		res.Items = append(res.Items, r)
+	}
+	if firstFailed >= 0 {
+		for i := len(diags); i < len(items); i++ {
+			diags = append(diags, Diagnostic{Index: i + 1, Command: items[i].Command, Path: items[i].Path, Status: DiagSkipped})
+		}
+		return fail(firstFailed, firstErr)
 	}
 	ar, err := st.Apply(ctx, apply)
 	if err != nil {
@@ -242,4 +305,14 @@ func (w *Workspace) Batch(ctx context.Context, items []BatchItem, begin BeginOpt
 	}
 	res.OpID, res.Apply = ar.OpID, ar
 	return res, nil
+}
+
+func errorCount(ds []Diagnostic) int {
+	n := 0
+	for _, d := range ds {
+		if d.Status == DiagError {
+			n++
+		}
+	}
+	return n
 }

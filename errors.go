@@ -1,6 +1,7 @@
 package wtx
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -9,6 +10,7 @@ import (
 
 	"github.com/wtx-dev/wtx/internal/blob"
 	"github.com/wtx-dev/wtx/internal/journal"
+	"github.com/wtx-dev/wtx/internal/jsonname"
 	"github.com/wtx-dev/wtx/internal/state"
 )
 
@@ -106,8 +108,47 @@ type Error struct {
 	Message   string
 	Repairs   []Repair
 	Conflicts []Conflict
-	Err       error // the cause, if any
+	// Diagnostics, for an answer about several elements (a batch's
+	// commands or lines), say how each one fared.
+	Diagnostics []Diagnostic
+	Err         error // the cause, if any
 }
+
+// Diagnostic is how one element of a batch fared: ok, or the error that
+// element alone met (Code and Message). Index counts from 1, in input
+// order; Line is the input line, when the element came from one.
+type Diagnostic struct {
+	Index   int    `json:"index"`
+	Line    int    `json:"line,omitempty"`
+	Command string `json:"command,omitempty"`
+	Path    string `json:"path,omitempty"`
+	Status  string `json:"status"` // DiagOK, DiagError or DiagSkipped
+	Code    string `json:"code,omitempty"`
+	Message string `json:"message,omitempty"`
+}
+
+type diagnosticJSON struct {
+	Index   int    `json:"index"`
+	Line    int    `json:"line,omitempty"`
+	Command string `json:"command,omitempty"`
+	Path    string `json:"path,omitempty"`
+	PathB64 string `json:"path_b64,omitempty"`
+	Status  string `json:"status"`
+	Code    string `json:"code,omitempty"`
+	Message string `json:"message,omitempty"`
+}
+
+// MarshalJSON writes the diagnostic with a byte-safe path.
+func (d Diagnostic) MarshalJSON() ([]byte, error) {
+	return json.Marshal(diagnosticJSON{d.Index, d.Line, d.Command, jsonname.Text(d.Path), jsonname.B64(d.Path), d.Status, d.Code, d.Message})
+}
+
+// Diagnostic statuses.
+const (
+	DiagOK      = "ok"
+	DiagError   = "error"
+	DiagSkipped = "skipped" // not run: the input could not be read as a whole
+)
 
 func (e *Error) Error() string {
 	if e.Err != nil && e.Message == "" {

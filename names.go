@@ -113,17 +113,19 @@ func (c *Conflict) UnmarshalJSON(data []byte) error {
 }
 
 type fileResultJSON struct {
-	TxOp    int    `json:"tx_op"`
-	Path    string `json:"path"`
-	PathB64 string `json:"path_b64,omitempty"`
-	Digest  string `json:"digest,omitempty"`
-	Size    int64  `json:"size"`
-	Before  string `json:"before,omitempty"`
+	TxOp     int      `json:"tx_op"`
+	Path     string   `json:"path"`
+	PathB64  string   `json:"path_b64,omitempty"`
+	Digest   string   `json:"digest,omitempty"`
+	Size     int64    `json:"size"`
+	Before   string   `json:"before,omitempty"`
+	Changes  []Change `json:"changes"`
+	Strategy string   `json:"strategy,omitempty"`
 }
 
 // MarshalJSON writes the result with a byte-safe path.
 func (r FileResult) MarshalJSON() ([]byte, error) {
-	return json.Marshal(fileResultJSON{r.TxOp, jsonname.Text(r.Path), jsonname.B64(r.Path), r.Digest, r.Size, r.Before})
+	return json.Marshal(fileResultJSON{r.TxOp, jsonname.Text(r.Path), jsonname.B64(r.Path), r.Digest, r.Size, r.Before, nonNil(r.Changes), r.Strategy})
 }
 
 type txFileJSON struct {

@@ -33,6 +33,13 @@ type RebaseResult struct {
 // whose original is not known — makes the rebase fail, and then the stage
 // is left exactly as it was.
 func (s *Stage) Rebase(ctx context.Context, merge bool) (*RebaseResult, error) {
+	return s.rebase(ctx, merge, false)
+}
+
+// rebase is Rebase; a trial computes every new content (re-run edits,
+// three-way merges) as the rebase would, in memory, and stops before it
+// writes or stores anything: its error is the one the rebase would meet.
+func (s *Stage) rebase(ctx context.Context, merge, trial bool) (*RebaseResult, error) {
 	v, fo, release, err := s.lockedFileOps(ctx, "rebase")
 	if err != nil {
 		return nil, err
@@ -81,8 +88,10 @@ func (s *Stage) Rebase(ctx context.Context, merge bool) (*RebaseResult, error) {
 		}
 		// Kept: after the rebase it is the path's base, the original a later
 		// merge needs.
-		if _, err := s.ws.blobs.PutBytes(ctx, theirs); err != nil {
-			return nil, AsError(err)
+		if !trial {
+			if _, err := s.ws.blobs.PutBytes(ctx, theirs); err != nil {
+				return nil, AsError(err)
+			}
 		}
 		var touching []TxOp
 		rerunnable := true
@@ -167,7 +176,9 @@ func (s *Stage) Rebase(ctx context.Context, merge bool) (*RebaseResult, error) {
 			Message:   fmt.Sprintf("rebase of %s cannot carry %d drifted path(s); the stage is unchanged; first: %s (%s)", s.ID(), len(failures), quote.Path(failures[0].Path), failures[0].Detail),
 			Conflicts: failures, Repairs: repairs}
 	}
-	if len(plans) == 0 {
+	if len(plans) == 0 || trial {
+		sort.Strings(res.Rebased)
+		sort.Strings(res.Merged)
 		return res, nil
 	}
 	// Every path could be carried: write the new contents and move their base.

@@ -73,6 +73,51 @@ type FileResult struct {
 	Before string `json:"before,omitempty"`
 	// Content is what a read returned.
 	Content []byte `json:"-"`
+	// Changes holds the op's change to the stage as a change object
+	// (empty for a read): action and after-state relative to what the
+	// stage held before the op.
+	Changes []Change `json:"changes"`
+	// Strategy says how the change reaches the workspace (StrategyStaged
+	// for per-file ops; "" for a read).
+	Strategy string `json:"strategy,omitempty"`
+}
+
+// How a change reaches the workspace: the "strategy" of a write answer.
+const (
+	// StrategyStaged: held in the stage; the workspace is untouched until
+	// the stage is applied (or never, if it is dropped).
+	StrategyStaged = "staged"
+	// StrategyJournaled: written now, all or nothing: each file through a
+	// temporary name in its own directory, synced and renamed into place,
+	// under a journal that recovery finishes or rolls back.
+	StrategyJournaled = "journaled"
+)
+
+// fileOpChange is the change object of one per-file op: before and after are
+// the path's staged state around the op (nil: absent).
+func fileOpChange(path string, before, after *Side) Change {
+	c := Change{Path: path}
+	switch {
+	case before == nil && after == nil:
+		return c
+	case before == nil:
+		c.Action = "added"
+	case after == nil:
+		c.Action = "deleted"
+	default:
+		c.Action = "modified"
+	}
+	if before != nil {
+		b := *before
+		c.Before = &b
+	}
+	if after != nil {
+		c.Type, c.Mode, c.Digest = after.Type, after.Mode, after.Digest
+		size := after.Size
+		c.Size = &size
+		c.Target = after.Target
+	}
+	return c
 }
 
 // WriteOptions guard and shape a write.
@@ -194,7 +239,12 @@ func (s *Stage) Read(ctx context.Context, path string) (*FileResult, error) {
 	if side == nil {
 		return nil, errorf(CodeFileNotFound, "%s does not exist in stage %s", quote.Path(path), s.ID())
 	}
-	res := &FileResult{Path: path, Digest: side.Digest, Size: side.Size, Before: side.Digest, Content: data}
+	res := &FileResult{Path: path, Digest: side.Digest, Size: side.Size, Before: side.Digest, Content: data, Changes: []Change{}}
+	// Kept, so that if the workspace's copy changes before apply (a stale
+	// read), 'diff --drift' can show what changed since the read.
+	if _, err := s.ws.blobs.PutBytes(ctx, data); err != nil {
+		return nil, AsError(err)
+	}
 	err = s.recordTxOp(ctx, TxOp{Kind: "read", Argv: []string{"read", path}, Files: []TxFile{{Path: path, Before: side, After: side}}}, res, func(tx *state.Txn, seq int) error {
 		return tx.PutRead(ctx, state.Read{StageID: s.ID(), Path: path, Digest: side.Digest, Seq: seq, ReadAt: s.ws.now().UTC()})
 	})
@@ -332,6 +382,7 @@ func (s *Stage) change(ctx context.Context, path string, op TxOp, expectHash str
 		}
 	}
 	op.Files = []TxFile{{Path: path, Before: before, After: after}}
+	res.Changes, res.Strategy = []Change{fileOpChange(path, before, after)}, StrategyStaged
 	return res, s.recordTxOp(ctx, op, res, nil)
 }
 
@@ -405,6 +456,24 @@ func (s *Stage) TxOps(ctx context.Context) ([]TxOp, error) {
 // recorded no checkpoint (its wtx was killed, or it predates them) cannot
 // be dropped. Nothing is changed unless every content to put back is kept.
 func (s *Stage) DropOps(ctx context.Context, n int) ([]string, error) {
+	r, err := s.DropTxOps(ctx, n)
+	if err != nil {
+		return nil, err
+	}
+	return r.Restored, nil
+}
+
+// DropOpsResult says what DropTxOps dropped.
+type DropOpsResult struct {
+	// Dropped are the numbers (tx_op) of the ops removed, in order.
+	Dropped []int
+	// Restored are the paths that got back their staged state from before
+	// the first of them.
+	Restored []string
+}
+
+// DropTxOps is DropOps, saying which ops went.
+func (s *Stage) DropTxOps(ctx context.Context, n int) (*DropOpsResult, error) {
 	if err := s.checkUsable(); err != nil {
 		return nil, err
 	}
@@ -459,7 +528,11 @@ func (s *Stage) DropOps(ctx context.Context, n int) ([]string, error) {
 	if err := s.ws.db.DeleteTxOpsFrom(ctx, s.ID(), n); err != nil {
 		return nil, AsError(err)
 	}
-	return nonNil(order), nil
+	res := &DropOpsResult{Restored: nonNil(order), Dropped: []int{}}
+	for _, op := range ops[n-1:] {
+		res.Dropped = append(res.Dropped, op.Seq)
+	}
+	return res, nil
 }
 
 // refreshUntouched brings a path the stage has not changed up to date with

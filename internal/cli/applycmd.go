@@ -1,13 +1,17 @@
 package cli
 
 import (
+	"bytes"
+	"encoding/base64"
 	"fmt"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/spf13/cobra"
 
 	"github.com/wtx-dev/wtx"
+	"github.com/wtx-dev/wtx/internal/answer"
 	"github.com/wtx-dev/wtx/internal/quote"
 )
 
@@ -19,9 +23,10 @@ func newDiffCommand(g *globals) *cobra.Command {
 		binaryFlag bool
 		noPager    bool
 		numbered   bool
+		drift      bool
 	)
 	cmd := &cobra.Command{
-		Use:   "diff [T] [--path SEL]... [--exclude SEL]... [--stat | --name-status]",
+		Use:   "diff [T] [--path SEL]... [--exclude SEL]... [--stat | --name-status | --drift]",
 		Short: "Show a stage's change set as a git-style diff",
 		Long: `Show stage T's change set as a unified diff in git's format, which
 'git apply' accepts: new and deleted files, mode changes, symlinks (mode
@@ -40,7 +45,15 @@ after each hunk header ("@@ -1,3 +1,4 @@ hunk 1"), which git apply ignores.
 
 On a terminal the diff is coloured (not with NO_COLOR or --no-color) and shown
 through a pager like git's: $PAGER, else "less -FRX"; --no-pager or PAGER=cat
-turns it off. Output to a pipe or a file is never paged.`,
+turns it off. Output to a pipe or a file is never paged.
+
+With --drift, the other side: for each path that blocks an apply because the
+workspace moved (a changed path that drifted, or a file the stage read that
+changed since), the workspace's change since the stage's base, a/ being the
+base and b/ the workspace now. It is shown where wtx kept the base content
+(the files per-file ops touched, and whatever an earlier apply stored); for
+the other paths a line on stderr (and "shown": false with a note in --json)
+says that only the digests are known.`,
 		Example: `  wtx diff
   wtx diff --stat
   wtx diff --path src/ | git apply --check
@@ -51,12 +64,18 @@ turns it off. Output to a pipe or a file is never paged.`,
 			if stat && ns {
 				return usageError{msg: "--stat and --name-status cannot be used together"}
 			}
+			if drift && (stat || ns || numbered) {
+				return usageError{msg: "--drift shows the workspace's side as a diff: it does not go with --stat, --name-status or --hunks"}
+			}
 			ctx := c.Context()
 			ws, st, err := g.stageFor(c, stageArg(args))
 			if err != nil {
 				return err
 			}
 			defer ws.Close()
+			if drift {
+				return g.driftDiff(c, st, paths, noPager)
+			}
 			if g.json {
 				cs, err := st.SelectChanges(ctx, wtx.Selection{Paths: paths, Exclude: exclude})
 				if err != nil {
@@ -65,9 +84,9 @@ turns it off. Output to a pipe or a file is never paged.`,
 				if err := cs.CheckMatched(st.ID()); err != nil {
 					return err
 				}
-				f := map[string]any{"tx": st.ID(), "changes": cs.Changes, "counts": cs.Counts, "changeset_digest": cs.Digest}
-				putNames(f, "special", cs.Special)
-				return g.emit("diff", f)
+				out := answer.Diff{Tx: st.ID(), Changes: orEmpty(cs.Changes), Counts: cs.Counts, ChangesetDigest: cs.Digest}
+				out.Special, out.SpecialB64 = answer.Names(cs.Special)
+				return g.emit("diff", out)
 			}
 			opts := wtx.DiffOptions{Paths: paths, Exclude: exclude, Color: g.color(), Binary: binaryFlag || !g.io.OutTTY, NumberHunks: numbered}
 			switch {
@@ -104,7 +123,52 @@ turns it off. Output to a pipe or a file is never paged.`,
 	f.BoolVar(&binaryFlag, "binary", false, "write binary changes as git binary patches even on a terminal")
 	f.BoolVar(&noPager, "no-pager", false, "never page the output, even on a terminal")
 	f.BoolVar(&numbered, "hunks", false, "number each hunk after its @@ header, for apply --hunks")
+	f.BoolVar(&drift, "drift", false, "show the workspace's changes since the stage's base, for the paths that block an apply")
 	return cmd
+}
+
+// driftDiff is diff --drift.
+func (g *globals) driftDiff(c *cobra.Command, st *wtx.Stage, paths []string, noPager bool) error {
+	ctx := c.Context()
+	if g.json {
+		var buf bytes.Buffer
+		entries, err := st.WriteDrift(ctx, &buf, paths, wtx.DiffOptions{})
+		if err != nil {
+			return err
+		}
+		out := answer.Drift{Tx: st.ID(), Paths: orEmpty(entries)}
+		if utf8.Valid(buf.Bytes()) {
+			out.Diff = buf.String()
+		} else {
+			out.DiffB64 = base64.StdEncoding.EncodeToString(buf.Bytes())
+		}
+		return g.emit("diff", out)
+	}
+	w := g.io.Out
+	pg := g.startPager(noPager)
+	if pg != nil {
+		w = pg
+	}
+	entries, err := st.WriteDrift(ctx, w, paths, wtx.DiffOptions{Color: g.color()})
+	if pg != nil {
+		pg.wait()
+	}
+	if err != nil {
+		return err
+	}
+	if len(entries) == 0 {
+		g.notice("wtx: nothing of %s moved in the workspace: an apply meets no drift and no stale read", st.ID())
+	}
+	for _, e := range entries {
+		if !e.Shown {
+			what := "drifted"
+			if e.Stale {
+				what = "read by the stage, changed since"
+			}
+			fmt.Fprintf(g.io.Err, "wtx: %s (%s, %s): not shown: %s (base %s, now %s)\n", quote.Path(e.Path), what, e.Kind, e.Note, e.Base, e.Current)
+		}
+	}
+	return nil
 }
 
 func newApplyCommand(g *globals) *cobra.Command {
@@ -114,8 +178,9 @@ func newApplyCommand(g *globals) *cobra.Command {
 		hunks string
 	)
 	cmd := &cobra.Command{
-		Use:   "apply [T] [--path SEL]... [--exclude SEL]... [--hunks N,M] [--all] [--approve] [--dry-run] [--expect DIGEST]",
-		Short: "Apply a stage's change set to the workspace, all or nothing",
+		Use:     "apply [T] [--path SEL]... [--exclude SEL]... [--hunks N,M] [--all] [--approve] [--dry-run] [--expect DIGEST]",
+		Aliases: []string{"commit"},
+		Short:   "Apply a stage's change set to the workspace, all or nothing (alias: commit)",
 		Long: `Apply the selected part of stage T's change set to the workspace (the whole
 change set by default, or --all), all or nothing. Before writing anything,
 wtx checks every selected path against the workspace as it was when the stage
@@ -172,18 +237,13 @@ EXIT STATUS
 			res, err := st.Apply(ctx, opts)
 			work.end()
 			if err != nil {
-				return err
+				return st.OfferRebase(ctx, err)
 			}
 			if !res.DryRun && res.OpID != "" {
 				g.finished = "apply " + res.OpID
 			}
 			if g.json {
-				f := map[string]any{"tx": st.ID(), "op_id": res.OpID, "changes": orEmpty(res.Changes),
-					"counts": res.Counts, "changeset_digest": res.ChangesetDigest,
-					"dry_run": res.DryRun, "settled": res.Settled, "receipt": res.Receipt, "applied_in": orEmpty(res.AppliedIn)}
-				putNames(f, "written", res.Written)
-				putNames(f, "already_applied", res.AlreadyApplied)
-				return g.emit("apply", f)
+				return g.emit(commandName(c), answer.NewApply(st.ID(), res))
 			}
 			switch {
 			case res.DryRun:

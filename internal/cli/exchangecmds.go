@@ -64,11 +64,7 @@ are. The commit's message carries the receipts and the base of every path;
 				return err
 			}
 			if g.json {
-				fields, err := structFields(res)
-				if err != nil {
-					return err
-				}
-				return g.emit("export", fields)
+				return g.emit("export", res)
 			}
 			switch {
 			case toGit:
@@ -163,11 +159,7 @@ digests, receipts, one byte) is refused as io.corrupt and nothing is made.`,
 				return err
 			}
 			if g.json {
-				fields, err := structFields(res)
-				if err != nil {
-					return err
-				}
-				return g.emit("import", fields)
+				return g.emit("import", res)
 			}
 			fmt.Fprintln(g.io.Out, st.ID())
 			g.notice("wtx: imported the change set of %s (%s, %d receipts) as %s", res.Origin.FromTx, countsLine(res.Counts),

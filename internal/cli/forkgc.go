@@ -8,6 +8,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/wtx-dev/wtx"
+	"github.com/wtx-dev/wtx/internal/answer"
 )
 
 func newForkCommand(g *globals) *cobra.Command {
@@ -38,8 +39,8 @@ forward from the same point.`,
 				return err
 			}
 			if g.json {
-				return g.emit("fork", map[string]any{"tx": f.ID(), "name": f.Name(), "forked_from": st.ID(),
-					"backend": f.Backend(), "base_digest": f.BaseDigest()})
+				return g.emit("fork", answer.Fork{Tx: f.ID(), Name: f.Name(), ForkedFrom: st.ID(),
+					Backend: f.Backend(), BaseDigest: f.BaseDigest()})
 			}
 			fmt.Fprintln(g.io.Out, f.ID())
 			g.notice("wtx: forked %s as %s", st.ID(), f.ID())
@@ -52,8 +53,9 @@ forward from the same point.`,
 
 func newGCCommand(g *globals) *cobra.Command {
 	var opts wtx.GCOptions
+	var all bool
 	cmd := &cobra.Command{
-		Use:   "gc [--older-than DUR] [--prune-history] [--dry-run]",
+		Use:   "gc [--all] [--older-than DUR] [--prune-history] [--dry-run]",
 		Short: "Remove settled stages' state and unreferenced blobs",
 		Long: `Remove the state of settled (applied or dropped) stages that settled more than
 --older-than ago (default 7 days; 0 for all), and the blobs no record needs
@@ -63,15 +65,23 @@ unless --prune-history. The blob store is shared by every workspace of the
 state root, and so is the collection: what any workspace's open stages, ops,
 in-flight applies and interrupted applies need is kept, and the sweep waits
 for writers of blobs not yet recorded (the blob store lock). A blob younger
-than an hour (or than --older-than, when that is less) is kept besides.`,
+than an hour (or than --older-than, when that is less) is kept besides.
+
+With --all, every workspace of the state root is collected (each under its
+own lock), then the blob store once; a workspace whose directory is gone is
+left alone and said so.`,
 		Example: `  wtx gc
   wtx gc --older-than 0 --dry-run
-  wtx gc --older-than 72h --prune-history`,
+  wtx gc --older-than 72h --prune-history
+  wtx gc --all --older-than 0      # every workspace of the state root`,
 		Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, args []string) error {
 			ctx := c.Context()
 			if opts.OlderThan < 0 {
 				return usageError{msg: "--older-than must not be negative"}
+			}
+			if all {
+				return g.gcAll(ctx, opts)
 			}
 			ws, err := g.open(ctx)
 			if err != nil {
@@ -85,7 +95,7 @@ than an hour (or than --older-than, when that is less) is kept besides.`,
 				return err
 			}
 			if g.json {
-				return g.emit("gc", map[string]any{"stages": res.Stages, "blobs": res.Blobs, "bytes": res.Bytes, "dry_run": res.DryRun, "kept": res.Kept})
+				return g.emit("gc", answer.GC{Stages: orEmpty(res.Stages), Blobs: res.Blobs, Bytes: res.Bytes, DryRun: res.DryRun, OlderThan: opts.OlderThan.Seconds(), Kept: res.Kept})
 			}
 			verb := "freed"
 			if res.DryRun {
@@ -103,6 +113,7 @@ than an hour (or than --older-than, when that is less) is kept besides.`,
 	f.DurationVar(&opts.OlderThan, "older-than", 7*24*time.Hour, "only stages settled longer than `DUR` ago (0: all)")
 	f.BoolVar(&opts.PruneHistory, "prune-history", false, "also remove applied ops' pre- and post-images (undo and show need them)")
 	f.BoolVarP(&opts.DryRun, "dry-run", "n", false, "say what would be freed, remove nothing")
+	f.BoolVar(&all, "all", false, "every workspace of the state root")
 	return cmd
 }
 

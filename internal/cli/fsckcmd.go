@@ -6,6 +6,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/wtx-dev/wtx"
+	"github.com/wtx-dev/wtx/internal/answer"
 	"github.com/wtx-dev/wtx/internal/quote"
 )
 
@@ -53,21 +54,17 @@ Exit status 0 when the state root is sound (or every finding was repaired),
 				}
 			}
 			if g.json {
-				out := map[string]any{"findings": rep.Findings, "checked": rep.Checked}
-				putName(out, "state_dir", rep.StateDir)
+				out := answer.Fsck{Findings: orEmpty(rep.Findings), Checked: rep.Checked}
+				out.StateDir, out.StateDirB64 = answer.Name(rep.StateDir)
 				if rep.SetAside != "" {
-					putName(out, "set_aside", rep.SetAside)
+					out.SetAside, out.SetAsideB64 = answer.Name(rep.SetAside)
 				}
 				if left == 0 {
 					return g.emit("fsck", out)
 				}
-				env := errorEnvelope("fsck", fsckError(rep, left), 1)
-				for k, v := range out {
-					env[k] = v
-				}
 				one := 1
 				g.exitCode = &one
-				return writeJSON(g.io.Out, env)
+				return g.emitError("fsck", fsckError(rep, left), 1, out)
 			}
 			for _, f := range rep.Findings {
 				what := f.Path

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strings"
 	"syscall"
 
 	"github.com/spf13/cobra"
@@ -57,6 +58,10 @@ type globals struct {
 	runCommand bool
 	// noRecover keeps open from recovering (wtx recover does it itself).
 	noRecover bool
+	// args are the command line; jsonParsed is set once flags were parsed
+	// (so g.json is known).
+	args       []string
+	jsonParsed bool
 }
 
 // Main runs wtx with args and returns the process exit status. It never
@@ -78,10 +83,13 @@ func Run(ctx context.Context, args []string, streams Streams, getenv func(string
 	root.SetIn(streams.In)
 	root.SetOut(streams.Out)
 	root.SetErr(streams.Err)
+	g.args = args
 	cmd, err := root.ExecuteContextC(ctx)
 	name := "wtx"
-	if cmd != nil {
-		name = cmd.Name()
+	if cmd != nil && cmd != root {
+		name = commandName(cmd)
+	} else if err != nil {
+		name = unknownName(args)
 	}
 	signalled := ctx.Err() != nil
 	if err != nil {
@@ -108,7 +116,7 @@ const exitInterrupted = 130
 // interrupted reports an interrupt and what state it left: msg.
 func (g *globals) interrupted(command, msg string) int {
 	if g.json {
-		writeJSON(g.io.Out, errorEnvelope(command, &wtx.Error{Code: wtx.CodeInternal, Message: msg}, exitInterrupted))
+		_ = g.emitError(command, &wtx.Error{Code: wtx.CodeInternal, Message: msg}, exitInterrupted, nil) // stdout is gone: nothing else to tell
 	} else {
 		fmt.Fprintln(g.io.Err, "wtx: "+msg)
 	}
@@ -123,6 +131,11 @@ func (g *globals) fail(command string, err error) int {
 		var ue usageError
 		if errors.As(err, &ue) {
 			e = &wtx.Error{Code: wtx.CodeUsage, Message: ue.Error()}
+		} else if !g.jsonParsed {
+			// cobra's own: an unknown command, or arguments a command
+			// does not take.
+			msg := strings.TrimSpace(strings.ReplaceAll(err.Error(), "\n\n", "; "))
+			e = &wtx.Error{Code: wtx.CodeUsage, Message: strings.ReplaceAll(msg, "\n\t", " ") + " (see 'wtx --help')"}
 		} else if errors.Is(err, context.Canceled) {
 			e = &wtx.Error{Code: wtx.CodeInternal, Message: "interrupted"}
 		} else {
@@ -145,8 +158,10 @@ func (g *globals) fail(command string, err error) int {
 			}
 		}
 	}
-	if g.json {
-		writeJSON(g.io.Out, errorEnvelope(command, e, code))
+	if g.json || (!g.jsonParsed && jsonAsked(g.args)) {
+		// A usage error can come before --json was parsed (an unknown
+		// command or flag): the answer is JSON all the same.
+		_ = g.emitError(command, e, code, nil) // stdout is gone: nothing else to tell
 		return code
 	}
 	g.reportError(e)
@@ -278,8 +293,10 @@ EXIT STATUS
 		SilenceErrors: true,
 	}
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
-		return usageError{msg: err.Error() + " (see 'wtx " + c.Name() + " --help')"}
+		return usageError{msg: err.Error() + " (see '" + c.CommandPath() + " --help')"}
 	})
+	root.PersistentPreRun = func(*cobra.Command, []string) { g.jsonParsed = true }
+
 	pf := root.PersistentFlags()
 	pf.StringVarP(&g.dir, "directory", "C", "", "the workspace `DIR` (default: the current directory)")
 	pf.BoolVar(&g.json, "json", false, "print one JSON object on stdout")
@@ -328,4 +345,49 @@ func stageArg(args []string) string {
 		return args[0]
 	}
 	return ""
+}
+
+// jsonAsked reports whether --json is among the global flags of args
+// (before a "--" that ends them): for errors found before flags are parsed.
+func jsonAsked(args []string) bool {
+	for _, a := range args {
+		switch {
+		case a == "--":
+			return false
+		case a == "--json", a == "--json=true", a == "--json=1":
+			return true
+		}
+	}
+	return false
+}
+
+// commandName is the answer's "command": the command's path below wtx
+// ("apply", "receipt verify"), as it was called ("commit" for the alias).
+func commandName(c *cobra.Command) string {
+	name := c.CalledAs()
+	if name == "" {
+		name = c.Name()
+	}
+	for p := c.Parent(); p != nil && p.HasParent(); p = p.Parent() {
+		name = p.Name() + " " + name
+	}
+	return name
+}
+
+// unknownName is the "command" of an answer to a command line that named
+// no known command: its first word that is not a flag, else "wtx".
+func unknownName(args []string) string {
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		switch {
+		case a == "--":
+			return "wtx"
+		case a == "-C" || a == "--directory":
+			i++
+		case len(a) > 0 && a[0] == '-':
+		default:
+			return a
+		}
+	}
+	return "wtx"
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/wtx-dev/wtx"
+	"github.com/wtx-dev/wtx/internal/answer"
 	"github.com/wtx-dev/wtx/internal/quote"
 )
 
@@ -36,9 +37,9 @@ undone. 'wtx show OP' shows one as a diff; 'wtx undo OP' reverses it.`,
 				return err
 			}
 			if g.json {
-				f := map[string]any{"ops": orEmpty(ops)}
-				putName(f, "workspace", ws.Path())
-				return g.emit("log", f)
+				out := answer.Log{Ops: orEmpty(ops)}
+				out.Workspace, out.WorkspaceB64 = answer.Name(ws.Path())
+				return g.emit("log", out)
 			}
 			if len(ops) == 0 {
 				g.notice("wtx: no ops in %s yet", quote.Path(ws.Path()))
@@ -83,7 +84,7 @@ func newShowCommand(g *globals) *cobra.Command {
 				return err
 			}
 			if g.json {
-				return g.emit("show", map[string]any{"op": op, "op_id": op.ID, "changes": op.Changes})
+				return g.emit("show", answer.Show{Op: op, OpID: op.ID, Changes: orEmpty(op.Changes)})
 			}
 			return op.WriteDiff(g.io.Out, g.color())
 		},
@@ -125,9 +126,7 @@ rest of OP stays as it is; a later undo of OP takes back what is left.`,
 				g.finished = "undo " + res.OpID
 			}
 			if g.json {
-				f := map[string]any{"op_id": res.OpID, "undoes": res.Undoes, "receipt": res.Receipt}
-				putNames(f, "written", res.Written)
-				return g.emit("undo", f)
+				return g.emit("undo", answer.NewUndo(res))
 			}
 			if res.OpID == "" {
 				g.notice("wtx: every path of %s already holds what it held before; nothing to undo", res.Undoes)
@@ -189,7 +188,7 @@ set aside the same way, and reported.`,
 					return err
 				}
 				if g.json {
-					return g.emit("recover", map[string]any{"op_id": setAside, "set_aside": dst})
+					return g.emit("recover", answer.SetAside{OpID: setAside, SetAside: dst})
 				}
 				fmt.Fprintf(g.io.Out, "set the journal of %s aside: %s\n", setAside, dst)
 				return nil
@@ -199,7 +198,7 @@ set aside the same way, and reported.`,
 				return err
 			}
 			if g.json {
-				return g.emit("recover", map[string]any{"recover": res})
+				return g.emit("recover", answer.Recover{Recover: res})
 			}
 			for i, op := range res.Discarded {
 				fmt.Fprintf(g.io.Out, "set aside the damaged journal of %s (nothing of it reached the workspace: no temporary files of wtx, and every open stage's paths still hold what the stage is based on): %s\n", op, res.SetAside[i])
@@ -249,7 +248,7 @@ present and its digest matches its content.`,
 				return err
 			}
 			if g.json {
-				return g.emit("receipt", map[string]any{"receipt": r})
+				return g.emit("receipt", answer.Receipt{Receipt: r})
 			}
 			return writeJSONIndent(g.io.Out, r)
 		},
@@ -274,7 +273,7 @@ present and its digest matches its content.`,
 				return err
 			}
 			if g.json {
-				return g.emit("receipt verify", map[string]any{"receipt_id": r.ID, "valid": true})
+				return g.emit("receipt verify", answer.ReceiptVerify{ReceiptID: r.ID, Valid: true})
 			}
 			fmt.Fprintf(g.io.Out, "receipt %s is complete and its digest matches\n", r.ID)
 			return nil

@@ -2,7 +2,6 @@ package cli
 
 import (
 	"context"
-	"encoding/base64"
 	"fmt"
 	"io"
 	"os"
@@ -10,12 +9,12 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
-	"unicode/utf8"
 
 	"github.com/spf13/cobra"
 	"golang.org/x/sys/unix"
 
 	"github.com/wtx-dev/wtx"
+	"github.com/wtx-dev/wtx/internal/answer"
 	"github.com/wtx-dev/wtx/internal/quote"
 	"github.com/wtx-dev/wtx/internal/stage"
 )
@@ -130,28 +129,15 @@ func runRun(ctx context.Context, g *globals, begin wtx.BeginOptions, tx string, 
 	}
 	code := res.ExitCode
 	g.exitCode = &code
-	fields := map[string]any{
-		"tx": st.ID(), "exit_code": res.ExitCode, "backend": st.Backend(),
-		"changes": res.Changes.Changes, "counts": res.Changes.Counts, "changeset_digest": res.Changes.Digest,
-		"left_out": res.Changes.LeftOut, "receipt": res.Receipt,
-		"not_transactional": res.Receipt.NotTransactional, "settled": res.Settled,
-		"containment": res.Containment, "stopped": stoppedJSON(res.Stopped),
-	}
-	putNames(fields, "special", res.Changes.Special)
-	if res.Changes.RootMode != nil {
-		fields["root_mode_change"] = res.Changes.RootMode
-	}
-	if res.Signal != "" {
-		fields["signal"] = res.Signal
-	}
+	out := answer.NewRun(st, res)
 	if applyOnSuccess {
 		if res.ExitCode == 0 {
 			ar, err := st.Apply(runCtx, wtx.ApplyOptions{})
 			if err != nil {
-				return applyOnSuccessFailed(g, st, res, fields, err)
+				return applyOnSuccessFailed(g, st, res, out, err)
 			}
-			fields["applied"] = true
-			fields["op_id"] = ar.OpID
+			applied := true
+			out.Applied, out.OpID = &applied, answer.OpID(ar.OpID)
 			if !g.json {
 				g.notice("wtx: applied %s (%d added, %d modified, %d deleted)%s", st.ID(),
 					res.Changes.Counts.Added, res.Changes.Counts.Modified, res.Changes.Counts.Deleted, opSuffix(ar.OpID))
@@ -160,15 +146,15 @@ func runRun(ctx context.Context, g *globals, begin wtx.BeginOptions, tx string, 
 			if err := st.Drop(runCtx); err != nil {
 				return err
 			}
-			fields["dropped"] = true
+			out.Dropped = true
 			g.notice("wtx: %s exited %d; dropped stage %s, the workspace is unchanged", quote.Path(argv[0]), res.ExitCode, st.ID())
 		} else {
 			g.notice("wtx: %s exited %d and changed nothing; stage %s is settled as empty", quote.Path(argv[0]), res.ExitCode, st.ID())
 		}
 	}
-	fields["state"] = st.State()
+	out.State = st.State()
 	if g.json {
-		return g.emit("run", fields)
+		return g.emit("run", out)
 	}
 	if !applyOnSuccess {
 		printRunSummary(g, st, res)
@@ -183,21 +169,17 @@ func runRun(ctx context.Context, g *globals, begin wtx.BeginOptions, tx string, 
 // CMD ran and its stage is kept, so the answer carries CMD's exit status,
 // the change set and what is not transactional, and wtx exits 2 when the
 // apply was refused (125 when it failed otherwise).
-func applyOnSuccessFailed(g *globals, st *wtx.Stage, res *wtx.RunResult, fields map[string]any, err error) error {
+func applyOnSuccessFailed(g *globals, st *wtx.Stage, res *wtx.RunResult, out answer.Run, err error) error {
 	e := wtx.AsError(err)
 	code := 125
 	if e.ExitCode() == 2 {
 		code = 2
 	}
 	g.exitCode = &code
-	fields["applied"] = false
-	fields["state"] = st.State()
+	applied := false
+	out.Applied, out.State = &applied, st.State()
 	if g.json {
-		env := errorEnvelope("run", e, code)
-		for k, v := range fields {
-			env[k] = v
-		}
-		return writeJSON(g.io.Out, env)
+		return g.emitError("run", e, code, out)
 	}
 	printRunSummary(g, st, res)
 	g.reportError(e)
@@ -392,20 +374,6 @@ func stoppedLine(procs []wtx.StoppedProcess) string {
 		noun = "process"
 	}
 	return fmt.Sprintf("wtx: stopped %d %s the command left running (%s)", len(procs), noun, strings.Join(names, ", "))
-}
-
-// stoppedJSON is the "stopped" field of a run's JSON answer.
-func stoppedJSON(procs []wtx.StoppedProcess) []map[string]any {
-	out := make([]map[string]any, 0, len(procs))
-	for _, p := range procs {
-		m := map[string]any{"pid": p.PID, "comm": p.Comm}
-		if !utf8.ValidString(p.Comm) {
-			m["comm"] = quote.Path(p.Comm)
-			m["comm_b64"] = base64.StdEncoding.EncodeToString([]byte(p.Comm))
-		}
-		out = append(out, m)
-	}
-	return out
 }
 
 // signalName names a signal as the shell does (SIGKILL), given its

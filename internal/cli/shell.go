@@ -8,6 +8,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/wtx-dev/wtx"
+	"github.com/wtx-dev/wtx/internal/answer"
 )
 
 func newShellCommand(g *globals) *cobra.Command {
@@ -52,11 +53,7 @@ root of a private user namespace: files it creates belong to you.`,
 			code := res.ExitCode
 			g.exitCode = &code
 			if g.json {
-				return g.emit("shell", map[string]any{
-					"tx": st.ID(), "exit_code": res.ExitCode, "backend": st.Backend(),
-					"changes": res.Changes.Changes, "counts": res.Changes.Counts, "changeset_digest": res.Changes.Digest,
-					"containment": res.Containment, "stopped": stoppedJSON(res.Stopped),
-				})
+				return g.emit("shell", answer.NewRun(st, res))
 			}
 			printRunSummary(g, st, res)
 			return nil

@@ -8,6 +8,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/wtx-dev/wtx"
+	"github.com/wtx-dev/wtx/internal/answer"
 	"github.com/wtx-dev/wtx/internal/quote"
 )
 
@@ -47,12 +48,13 @@ ops with 'wtx undo' for that).`,
 				return err
 			}
 			if g.json {
-				ans := map[string]any{"tx": st.ID(), "name": st.Name(), "backend": st.Backend(),
-					"backend_skipped": orEmpty(st.Skipped()), "base_digest": st.BaseDigest()}
+				out := answer.Begin{Tx: st.ID(), Name: st.Name(), Backend: st.Backend(),
+					BackendSkipped: orEmpty(st.Skipped()), BaseDigest: st.BaseDigest()}
 				if st.At() != "" {
-					ans["at"], ans["set_back"] = st.At(), len(setBack)
+					n := len(setBack)
+					out.At, out.SetBack = st.At(), &n
 				}
-				return g.emit("begin", ans)
+				return g.emit("begin", out)
 			}
 			fmt.Fprintln(g.io.Out, st.ID())
 			if st.At() != "" && !g.quiet {
@@ -66,21 +68,10 @@ ops with 'wtx undo' for that).`,
 	return cmd
 }
 
-type listRow struct {
-	Tx      string       `json:"tx"`
-	Name    string       `json:"name,omitempty"`
-	Created time.Time    `json:"created"`
-	Backend string       `json:"backend"`
-	State   string       `json:"state"`
-	Running bool         `json:"running"`
-	Run     *wtx.RunInfo `json:"run,omitempty"`
-	Counts  *wtx.Counts  `json:"counts,omitempty"`
-	// Size is the disk the stage's own directory takes, in bytes.
-	Size int64 `json:"size"`
-}
+type listRow = answer.ListStage
 
 func newListCommand(g *globals) *cobra.Command {
-	var all bool
+	var all, settled bool
 	cmd := &cobra.Command{
 		Use:   "list",
 		Short: "List the workspace's stages",
@@ -88,13 +79,24 @@ func newListCommand(g *globals) *cobra.Command {
 state and, for open stages, the counts of their change sets. A stage that a
 command run in it holds shows as "running" (in JSON: "running": true, with the
 wtx process id and start time under "run"). Settled stages (applied, dropped,
-empty) are shown with --all.`,
+empty) are shown with --settled.
+
+With --all, every workspace of the state root instead: its path (marked when
+the directory is gone), its open and recorded stages, its applied ops and
+the disk its stages' state takes.`,
 		Example: `  wtx list
-  wtx list --all
+  wtx list --settled
+  wtx list --all                 # every workspace of the state root
   wtx list --json | jq -r '.stages[].tx'`,
 		Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, args []string) error {
 			ctx := c.Context()
+			if all {
+				if settled {
+					return usageError{msg: "--all lists workspaces, --settled a workspace's settled stages: give one"}
+				}
+				return g.listAll(ctx)
+			}
 			ws, err := g.open(ctx)
 			if err != nil {
 				return err
@@ -106,7 +108,7 @@ empty) are shown with --all.`,
 			}
 			rows := []listRow{}
 			for _, st := range stages {
-				if !all && st.State() != wtx.StateOpen {
+				if !settled && st.State() != wtx.StateOpen {
 					continue
 				}
 				r := listRow{Tx: st.ID(), Name: st.Name(), Created: st.Created(), Backend: st.Backend(), State: st.State(), Size: st.DiskUsage()}
@@ -123,9 +125,9 @@ empty) are shown with --all.`,
 				rows = append(rows, r)
 			}
 			if g.json {
-				fields := map[string]any{"stages": rows}
-				putName(fields, "workspace", ws.Path())
-				return g.emit("list", fields)
+				out := answer.List{Stages: rows}
+				out.Workspace, out.WorkspaceB64 = answer.Name(ws.Path())
+				return g.emit("list", out)
 			}
 			if len(rows) == 0 {
 				g.notice("wtx: no open stages in %s", quote.Path(ws.Path()))
@@ -147,7 +149,8 @@ empty) are shown with --all.`,
 			return tw.Flush()
 		},
 	}
-	cmd.Flags().BoolVarP(&all, "all", "a", false, "also list settled stages (applied, dropped, empty)")
+	cmd.Flags().BoolVar(&settled, "settled", false, "also list settled stages (applied, dropped, empty)")
+	cmd.Flags().BoolVarP(&all, "all", "a", false, "every workspace of the state root")
 	return cmd
 }
 
@@ -195,12 +198,7 @@ may be left out when the workspace has exactly one open stage.`,
 				return err
 			}
 			if g.json {
-				fields, err := structFields(s)
-				if err != nil {
-					return err
-				}
-				fields["stage"] = s
-				return g.emit("status", fields)
+				return g.emit("status", s)
 			}
 			w := g.io.Out
 			name := ""
@@ -271,8 +269,9 @@ func findChange(cs []wtx.Change, p string) (wtx.Change, bool) {
 func newDropCommand(g *globals) *cobra.Command {
 	var empty, all bool
 	cmd := &cobra.Command{
-		Use:   "drop [T]... [--empty | --all]",
-		Short: "Discard stages; the workspace is untouched",
+		Use:     "drop [T]... [--empty | --all]",
+		Aliases: []string{"abort"},
+		Short:   "Discard stages; the workspace is untouched (alias: abort)",
 		Example: `  wtx drop
   wtx drop tx-20261130T081500Z-1a2b3c4d fmt
   wtx drop --empty   # every open stage whose change set is empty
@@ -338,21 +337,33 @@ changes nothing.`,
 					}
 				}
 			}
-			type dropped struct {
-				Tx    string     `json:"tx"`
-				State string     `json:"state"`
-				Error *wtx.Error `json:"-"`
-			}
-			var done []dropped
+			var done []answer.Dropped
 			var failed []*wtx.Error
+			var allDiscarded []string // every dropped stage's, in order
 			for _, st := range stages {
+				// What the drop throws away: the paths of the change set.
+				var discarded []string
+				if st.State() == wtx.StateOpen {
+					if cs, err := st.Changes(ctx, nil); err == nil {
+						for _, ch := range cs.Changes {
+							discarded = append(discarded, ch.Path)
+						}
+					}
+				}
 				if err := st.Drop(ctx); err != nil {
 					e := wtx.AsError(err)
 					failed = append(failed, e)
 					continue
 				}
-				done = append(done, dropped{Tx: st.ID(), State: st.State()})
-				g.notice("wtx: dropped %s; the workspace is unchanged", st.ID())
+				allDiscarded = append(allDiscarded, discarded...)
+				d := answer.Dropped{Tx: st.ID(), State: st.State()}
+				d.Discarded, d.DiscardedB64 = answer.Names(discarded)
+				done = append(done, d)
+				if len(discarded) > 0 {
+					g.notice("wtx: dropped %s, discarding %d changed path(s); the workspace is unchanged", st.ID(), len(discarded))
+				} else {
+					g.notice("wtx: dropped %s; the workspace is unchanged", st.ID())
+				}
 			}
 			if len(failed) > 0 {
 				if len(stages) == 1 {
@@ -362,10 +373,8 @@ changes nothing.`,
 				if g.json {
 					// The refusal, and which stages were dropped all the same.
 					code := last.ExitCode()
-					env := errorEnvelope("drop", last, code)
-					env["stages"] = orEmpty(done)
 					g.exitCode = &code
-					return writeJSON(g.io.Out, env)
+					return g.emitError(commandName(c), last, code, answer.DropPartial{Stages: orEmpty(done)})
 				}
 				for _, e := range failed[:len(failed)-1] {
 					g.reportError(e)
@@ -373,11 +382,13 @@ changes nothing.`,
 				return last
 			}
 			if g.json {
-				fields := map[string]any{"stages": orEmpty(done)}
+				out := answer.Drop{Stages: orEmpty(done), Discarded: []string{}}
 				if len(done) == 1 {
-					fields["tx"], fields["state"] = done[0].Tx, done[0].State
+					out.Tx, out.State, out.Discarded, out.DiscardedB64 = done[0].Tx, done[0].State, done[0].Discarded, done[0].DiscardedB64
+				} else {
+					out.Discarded, out.DiscardedB64 = answer.Names(allDiscarded)
 				}
-				return g.emit("drop", fields)
+				return g.emit(commandName(c), out)
 			}
 			if len(stages) == 0 {
 				g.notice("wtx: no open stage to drop")

@@ -8,6 +8,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/wtx-dev/wtx"
+	"github.com/wtx-dev/wtx/internal/answer"
 	"github.com/wtx-dev/wtx/internal/quote"
 )
 
@@ -23,12 +24,6 @@ func (g *globals) stageFor(c *cobra.Command, tx string) (*wtx.Workspace, *wtx.St
 		return nil, nil, err
 	}
 	return ws, st, nil
-}
-
-func fileResultFields(st *wtx.Stage, r *wtx.FileResult) map[string]any {
-	f := map[string]any{"tx": st.ID(), "tx_op": r.TxOp, "digest": r.Digest, "size": r.Size, "before": r.Before}
-	putName(f, "path", r.Path)
-	return f
 }
 
 func newReadCommand(g *globals) *cobra.Command {
@@ -55,9 +50,7 @@ carries the digest to pass to 'wtx write --expect-hash'.`,
 				return err
 			}
 			if g.json {
-				f := fileResultFields(st, r)
-				putName(f, "content", string(r.Content))
-				return g.emit("read", f)
+				return g.emit("read", answer.NewRead(st.ID(), r))
 			}
 			_, err = g.io.Out.Write(r.Content)
 			return err
@@ -188,7 +181,7 @@ func newRmCommand(g *globals) *cobra.Command {
 
 func (g *globals) fileOpDone(command string, st *wtx.Stage, r *wtx.FileResult) error {
 	if g.json {
-		return g.emit(command, fileResultFields(st, r))
+		return g.emit(command, answer.NewFile(st.ID(), r))
 	}
 	switch command {
 	case "rm":
@@ -224,10 +217,7 @@ the same lines refuse. If any drifted path cannot be carried, nothing changes.`,
 				return err
 			}
 			if g.json {
-				f := map[string]any{"tx": st.ID()}
-				putNames(f, "rebased", r.Rebased)
-				putNames(f, "merged", r.Merged)
-				return g.emit("rebase", f)
+				return g.emit("rebase", answer.NewRebase(st.ID(), r))
 			}
 			if len(r.Rebased)+len(r.Merged) == 0 {
 				g.notice("wtx: nothing of %s drifted; nothing to rebase", st.ID())
@@ -268,16 +258,16 @@ they touched gets back its staged state from before op N.`,
 				return err
 			}
 			defer ws.Close()
-			restored, err := st.DropOps(c.Context(), n)
+			r, err := st.DropTxOps(c.Context(), n)
 			if err != nil {
 				return err
 			}
 			if g.json {
-				f := map[string]any{"tx": st.ID(), "from": n}
-				putNames(f, "restored", restored)
-				return g.emit("drop-op", f)
+				out := answer.DropOp{Tx: st.ID(), From: n, Dropped: orEmpty(r.Dropped)}
+				out.Restored, out.RestoredB64 = answer.Names(r.Restored)
+				return g.emit("drop-op", out)
 			}
-			g.notice("wtx: dropped ops %d and later of %s; restored %d path(s)", n, st.ID(), len(restored))
+			g.notice("wtx: dropped %s of %s; restored %d path(s)", opNumbers(r.Dropped), st.ID(), len(r.Restored))
 			return nil
 		},
 	}
@@ -327,7 +317,7 @@ before the stage opens: one under --exclude (refusal.boundary) or starting with
 				return err
 			}
 			if g.json {
-				return g.emit("batch", map[string]any{"tx": r.Tx, "op_id": r.OpID, "items": r.Items})
+				return g.emit("batch", answer.NewBatch(r))
 			}
 			fmt.Fprintln(g.io.Out, r.OpID)
 			g.notice("wtx: applied %d command(s) as %s", len(r.Items), r.OpID)
@@ -339,4 +329,15 @@ before the stage opens: one under --exclude (refusal.boundary) or starting with
 	addStageFlags(f, &begin)
 	f.BoolVar(&apply.Approve, "approve", false, "allow changes under --protect selectors")
 	return cmd
+}
+
+// opNumbers says which op numbers were dropped: "op 3", "ops 3-5".
+func opNumbers(ns []int) string {
+	switch len(ns) {
+	case 0:
+		return "no ops"
+	case 1:
+		return fmt.Sprintf("op %d", ns[0])
+	}
+	return fmt.Sprintf("ops %d-%d", ns[0], ns[len(ns)-1])
 }

@@ -11,24 +11,22 @@ package mcpserve
 import (
 	"bytes"
 	"context"
-	"encoding/base64"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"os"
 	"reflect"
+	"strings"
 	"sync"
 	"time"
-	"unicode/utf8"
 
 	"github.com/google/jsonschema-go/jsonschema"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/wtx-dev/wtx"
+	"github.com/wtx-dev/wtx/internal/answer"
 	"github.com/wtx-dev/wtx/internal/failpoint"
-	"github.com/wtx-dev/wtx/internal/jsonname"
 )
 
 // Config says which workspace the server works on and what it lets an
@@ -111,6 +109,7 @@ func newServer(cfg Config) (*mcp.Server, *handlers) {
 		addTool(s, &mcp.Tool{Name: "apply", Description: "Apply the stage's change set (or the given paths) to the workspace, all or nothing. Refuses with a code, conflicts and repairs if anything changed behind the stage's back. " + approve}, h.apply)
 		addTool(s, &mcp.Tool{Name: "drop", Description: "Discard a stage; the workspace is untouched."}, h.drop)
 	}
+	addMoreTools(s, h)
 	addTool(s, &mcp.Tool{Name: "run", Description: fmt.Sprintf("Run a command (argv) inside the stage's view; its writes stay in the stage. Returns its exit code, captured output and the change set. "+
 		"The command and everything it started are stopped when the call is cancelled or after timeout seconds (default %d, at most %d).", int(def.Seconds()), int(max.Seconds()))}, h.run)
 	return s, h
@@ -187,23 +186,38 @@ type handlers struct {
 }
 
 // toolError carries a wtx error to the agent as the same JSON object the
-// command line prints with --json.
-type toolError struct{ e *wtx.Error }
-
-func (t toolError) Error() string {
-	repairs, conflicts := t.e.Repairs, t.e.Conflicts
-	if repairs == nil {
-		repairs = []wtx.Repair{}
-	}
-	if conflicts == nil {
-		conflicts = []wtx.Conflict{}
-	}
-	data, _ := json.Marshal(map[string]any{"status": "error", "error": map[string]any{
-		"code": t.e.Code, "message": t.e.Message, "exit_code": t.e.ExitCode(), "repairs": repairs, "conflicts": conflicts}})
-	return string(data)
+// command line prints with --json, in the tools' own terms: messages name
+// arguments, not command-line flags, and repairs are tool calls.
+type toolError struct {
+	e    *wtx.Error
+	tool string
+	tx   string // the stage the call named, for repairs
+	has  func(tool string) bool
 }
 
-func fail(err error) error { return toolError{wtx.AsError(err)} }
+func (t toolError) Error() string {
+	var b strings.Builder
+	_ = answer.WriteError(&b, t.tool, renderError(t.e, t.tx, t.has), nil) // a strings.Builder does not fail
+	return strings.TrimSuffix(b.String(), "\n")
+}
+
+func fail(err error) error { return toolError{e: wtx.AsError(err)} }
+
+// fail is the error answer of a call of tool on stage tx.
+func (h *handlers) fail(tool, tx string, err error) error {
+	return toolError{e: wtx.AsError(err), tool: tool, tx: tx, has: h.has}
+}
+
+// has reports whether the server offers tool.
+func (h *handlers) has(tool string) bool {
+	switch tool {
+	case "apply", "drop", "undo", "apply_hunks", "rebase":
+		// rebase writes only the stage, but moves its base onto what the
+		// workspace holds now: a person's call on a propose-only server.
+		return !h.cfg.ProposeOnly
+	}
+	return true
+}
 
 func (h *handlers) open(ctx context.Context) (*wtx.Workspace, error) {
 	return wtx.Open(ctx, h.cfg.Dir, h.cfg.Options)
@@ -232,31 +246,28 @@ type BeginIn struct {
 	Backend    string   `json:"backend,omitempty" jsonschema:"auto (the default), overlay, clone or copy"`
 }
 
-// BeginOut answers begin.
-type BeginOut struct {
-	Tx      string `json:"tx" jsonschema:"the stage id"`
-	Backend string `json:"backend"`
-}
+// BeginOut answers begin: the command line's answer.
+type BeginOut = answer.Begin
 
 func (h *handlers) begin(ctx context.Context, _ *mcp.CallToolRequest, in BeginIn) (*mcp.CallToolResult, BeginOut, error) {
 	exclude, err := selectors("exclude", in.Exclude, in.ExcludeB64)
 	if err != nil {
-		return nil, BeginOut{}, fail(err)
+		return nil, BeginOut{}, h.fail("begin", "", err)
 	}
 	protect, err := selectors("protect", in.Protect, in.ProtectB64)
 	if err != nil {
-		return nil, BeginOut{}, fail(err)
+		return nil, BeginOut{}, h.fail("begin", "", err)
 	}
 	ws, err := h.open(ctx)
 	if err != nil {
-		return nil, BeginOut{}, fail(err)
+		return nil, BeginOut{}, h.fail("begin", "", err)
 	}
 	defer ws.Close()
 	st, err := ws.Begin(ctx, wtx.BeginOptions{Name: in.Name, Exclude: exclude, Protect: protect, Backend: in.Backend})
 	if err != nil {
-		return nil, BeginOut{}, fail(err)
+		return nil, BeginOut{}, h.fail("begin", "", err)
 	}
-	return nil, BeginOut{Tx: st.ID(), Backend: st.Backend()}, nil
+	return nil, BeginOut{Tx: st.ID(), Name: st.Name(), Backend: st.Backend(), BackendSkipped: answer.OrEmpty(st.Skipped()), BaseDigest: st.BaseDigest()}, nil
 }
 
 // PathIn names a file of a stage.
@@ -266,48 +277,26 @@ type PathIn struct {
 	PathB64 string `json:"path_b64,omitempty" jsonschema:"the path's exact bytes, base64: for names that are not UTF-8 (instead of path)"`
 }
 
-// FileOut answers per-file tools.
-type FileOut struct {
-	Tx         string `json:"tx"`
-	TxOp       int    `json:"tx_op" jsonschema:"the op's number in the stage"`
-	Path       string `json:"path" jsonschema:"the path; quoted as git quotes names when it is not UTF-8"`
-	PathB64    string `json:"path_b64,omitempty" jsonschema:"the path's exact bytes, base64, when it is not UTF-8"`
-	Digest     string `json:"digest,omitempty" jsonschema:"the content's digest now; pass it as expect_hash to a later write or edit"`
-	Size       int64  `json:"size"`
-	Before     string `json:"before,omitempty" jsonschema:"the digest the file had in the stage before the op, or absent"`
-	Content    string `json:"content,omitempty" jsonschema:"the file's content (read), when it is UTF-8 text"`
-	ContentB64 string `json:"content_b64,omitempty" jsonschema:"the file's content (read), base64, when it is not UTF-8 text"`
-	Binary     bool   `json:"binary,omitempty" jsonschema:"set when the content is not UTF-8 text (it is in content_b64)"`
-}
+// FileOut answers per-file tools: the command line's answer.
+type FileOut = answer.File
 
-func fileOut(st *wtx.Stage, r *wtx.FileResult) FileOut {
-	out := FileOut{Tx: st.ID(), TxOp: r.TxOp, Digest: r.Digest, Size: r.Size, Before: r.Before}
-	out.Path, out.PathB64 = name(r.Path)
-	return out
-}
+func fileOut(st *wtx.Stage, r *wtx.FileResult) FileOut { return answer.NewFile(st.ID(), r) }
 
 func (h *handlers) read(ctx context.Context, _ *mcp.CallToolRequest, in PathIn) (*mcp.CallToolResult, FileOut, error) {
 	path, err := needPath(in.Path, in.PathB64)
 	if err != nil {
-		return nil, FileOut{}, fail(err)
+		return nil, FileOut{}, h.fail("read", in.Tx, err)
 	}
 	ws, st, err := h.stage(ctx, in.Tx)
 	if err != nil {
-		return nil, FileOut{}, fail(err)
+		return nil, FileOut{}, h.fail("read", in.Tx, err)
 	}
 	defer ws.Close()
 	r, err := st.Read(ctx, path)
 	if err != nil {
-		return nil, FileOut{}, fail(err)
+		return nil, FileOut{}, h.fail("read", in.Tx, err)
 	}
-	out := fileOut(st, r)
-	if utf8.Valid(r.Content) && !bytes.ContainsRune(r.Content, 0) {
-		out.Content = string(r.Content)
-	} else {
-		out.ContentB64 = base64.StdEncoding.EncodeToString(r.Content)
-		out.Binary = true
-	}
-	return nil, out, nil
+	return nil, answer.NewRead(st.ID(), r), nil
 }
 
 // WriteIn are write's arguments.
@@ -323,20 +312,20 @@ type WriteIn struct {
 func (h *handlers) write(ctx context.Context, _ *mcp.CallToolRequest, in WriteIn) (*mcp.CallToolResult, FileOut, error) {
 	path, err := needPath(in.Path, in.PathB64)
 	if err != nil {
-		return nil, FileOut{}, fail(err)
+		return nil, FileOut{}, h.fail("write", in.Tx, err)
 	}
 	content, _, err := pick("content", in.Content, in.ContentB64)
 	if err != nil {
-		return nil, FileOut{}, fail(err)
+		return nil, FileOut{}, h.fail("write", in.Tx, err)
 	}
 	ws, st, err := h.stage(ctx, in.Tx)
 	if err != nil {
-		return nil, FileOut{}, fail(err)
+		return nil, FileOut{}, h.fail("write", in.Tx, err)
 	}
 	defer ws.Close()
 	r, err := st.Write(ctx, path, []byte(content), wtx.WriteOptions{ExpectHash: in.ExpectHash})
 	if err != nil {
-		return nil, FileOut{}, fail(err)
+		return nil, FileOut{}, h.fail("write", in.Tx, err)
 	}
 	return nil, fileOut(st, r), nil
 }
@@ -357,27 +346,27 @@ type EditIn struct {
 func (h *handlers) edit(ctx context.Context, _ *mcp.CallToolRequest, in EditIn) (*mcp.CallToolResult, FileOut, error) {
 	path, err := needPath(in.Path, in.PathB64)
 	if err != nil {
-		return nil, FileOut{}, fail(err)
+		return nil, FileOut{}, h.fail("edit", in.Tx, err)
 	}
 	old, ok, err := pick("old", in.Old, in.OldB64)
 	if err == nil && !ok {
 		err = &wtx.Error{Code: wtx.CodeUsage, Message: "old (or old_b64) is required and must not be empty"}
 	}
 	if err != nil {
-		return nil, FileOut{}, fail(err)
+		return nil, FileOut{}, h.fail("edit", in.Tx, err)
 	}
 	repl, _, err := pick("new", in.New, in.NewB64)
 	if err != nil {
-		return nil, FileOut{}, fail(err)
+		return nil, FileOut{}, h.fail("edit", in.Tx, err)
 	}
 	ws, st, err := h.stage(ctx, in.Tx)
 	if err != nil {
-		return nil, FileOut{}, fail(err)
+		return nil, FileOut{}, h.fail("edit", in.Tx, err)
 	}
 	defer ws.Close()
 	r, err := st.Edit(ctx, path, old, repl, in.All, in.ExpectHash)
 	if err != nil {
-		return nil, FileOut{}, fail(err)
+		return nil, FileOut{}, h.fail("edit", in.Tx, err)
 	}
 	return nil, fileOut(st, r), nil
 }
@@ -393,16 +382,16 @@ type RmIn struct {
 func (h *handlers) rm(ctx context.Context, _ *mcp.CallToolRequest, in RmIn) (*mcp.CallToolResult, FileOut, error) {
 	path, err := needPath(in.Path, in.PathB64)
 	if err != nil {
-		return nil, FileOut{}, fail(err)
+		return nil, FileOut{}, h.fail("rm", in.Tx, err)
 	}
 	ws, st, err := h.stage(ctx, in.Tx)
 	if err != nil {
-		return nil, FileOut{}, fail(err)
+		return nil, FileOut{}, h.fail("rm", in.Tx, err)
 	}
 	defer ws.Close()
 	r, err := st.Remove(ctx, path, in.ExpectHash)
 	if err != nil {
-		return nil, FileOut{}, fail(err)
+		return nil, FileOut{}, h.fail("rm", in.Tx, err)
 	}
 	return nil, fileOut(st, r), nil
 }
@@ -415,43 +404,49 @@ type StageIn struct {
 func (h *handlers) status(ctx context.Context, _ *mcp.CallToolRequest, in StageIn) (*mcp.CallToolResult, *wtx.Status, error) {
 	ws, st, err := h.stage(ctx, in.Tx)
 	if err != nil {
-		return nil, nil, fail(err)
+		return nil, nil, h.fail("status", in.Tx, err)
 	}
 	defer ws.Close()
 	s, err := st.Status(ctx, nil)
 	if err != nil {
-		return nil, nil, fail(err)
+		return nil, nil, h.fail("status", in.Tx, err)
 	}
 	return nil, s, nil
 }
 
 // DiffIn are diff's arguments.
 type DiffIn struct {
-	Tx    string   `json:"tx,omitempty" jsonschema:"the stage id, a unique prefix of it, or its name"`
-	Paths []string `json:"paths,omitempty" jsonschema:"only these selectors and what is beneath them"`
+	Tx          string   `json:"tx,omitempty" jsonschema:"the stage id, a unique prefix of it, or its name"`
+	Paths       []string `json:"paths,omitempty" jsonschema:"only these selectors and what is beneath them"`
+	NumberHunks bool     `json:"number_hunks,omitempty" jsonschema:"number each hunk (from 1, per file) for apply_hunks"`
+	Drift       bool     `json:"drift,omitempty" jsonschema:"instead of the stage's change, show the workspace's change since the stage's base for each path that blocks an apply (drift, stale reads), where the base content is known"`
 }
 
-// DiffOut answers diff.
-type DiffOut struct {
-	Tx              string       `json:"tx"`
-	Diff            string       `json:"diff" jsonschema:"a git-style unified diff"`
-	DiffB64         string       `json:"diff_b64,omitempty" jsonschema:"the diff's exact bytes, base64, when it is not UTF-8 (diff is then empty)"`
-	ChangesetDigest string       `json:"changeset_digest" jsonschema:"pass as expect to apply exactly what was reviewed"`
-	Changes         []wtx.Change `json:"changes"`
-}
+// DiffOut answers diff: the command line's answer, with the diff's text.
+type DiffOut = answer.Diff
 
 func (h *handlers) diff(ctx context.Context, _ *mcp.CallToolRequest, in DiffIn) (*mcp.CallToolResult, DiffOut, error) {
 	ws, st, err := h.stage(ctx, in.Tx)
 	if err != nil {
-		return nil, DiffOut{}, fail(err)
+		return nil, DiffOut{}, h.fail("diff", in.Tx, err)
 	}
 	defer ws.Close()
 	var buf bytes.Buffer
-	res, err := st.WriteDiff(ctx, &buf, wtx.DiffOptions{Paths: in.Paths})
-	if err != nil {
-		return nil, DiffOut{}, fail(err)
+	if in.Drift {
+		entries, err := st.WriteDrift(ctx, &buf, in.Paths, wtx.DiffOptions{})
+		if err != nil {
+			return nil, DiffOut{}, h.fail("diff", in.Tx, err)
+		}
+		out := DiffOut{Tx: st.ID(), Changes: []wtx.Change{}, Special: []string{}, Drift: answer.OrEmpty(entries)}
+		out.Diff, out.DiffB64 = textOr(buf.String())
+		return nil, out, nil
 	}
-	out := DiffOut{Tx: st.ID(), ChangesetDigest: res.Changes.Digest, Changes: nonNil(res.Changes.Changes)}
+	res, err := st.WriteDiff(ctx, &buf, wtx.DiffOptions{Paths: in.Paths, NumberHunks: in.NumberHunks})
+	if err != nil {
+		return nil, DiffOut{}, h.fail("diff", in.Tx, err)
+	}
+	out := DiffOut{Tx: st.ID(), ChangesetDigest: res.Changes.Digest, Changes: nonNil(res.Changes.Changes), Counts: res.Changes.Counts}
+	out.Special, out.SpecialB64 = answer.Names(res.Changes.Special)
 	out.Diff, out.DiffB64 = textOr(buf.String())
 	return nil, out, nil
 }
@@ -465,23 +460,13 @@ type ApplyIn struct {
 	IgnoreStaleReads bool     `json:"ignore_stale_reads,omitempty" jsonschema:"apply even if files the stage read changed in the workspace since"`
 }
 
-// ApplyOut answers apply.
-type ApplyOut struct {
-	Tx              string       `json:"tx"`
-	OpID            string       `json:"op_id" jsonschema:"the applied op, for undo; empty when nothing was written"`
-	Written         []string     `json:"written" jsonschema:"the paths written; quoted as git quotes names when not UTF-8"`
-	WrittenB64      []string     `json:"written_b64,omitempty" jsonschema:"every written path's exact bytes, base64, when any is not UTF-8"`
-	AlreadyApplied  []string     `json:"already_applied"`
-	AlreadyB64      []string     `json:"already_applied_b64,omitempty" jsonschema:"the same for already_applied"`
-	ChangesetDigest string       `json:"changeset_digest"`
-	Settled         bool         `json:"settled"`
-	Receipt         *wtx.Receipt `json:"receipt,omitempty"`
-}
+// ApplyOut answers apply: the command line's answer.
+type ApplyOut = answer.Apply
 
 func (h *handlers) apply(ctx context.Context, _ *mcp.CallToolRequest, in ApplyIn) (*mcp.CallToolResult, ApplyOut, error) {
 	ws, st, err := h.stage(ctx, in.Tx)
 	if err != nil {
-		return nil, ApplyOut{}, fail(err)
+		return nil, ApplyOut{}, h.fail("apply", in.Tx, err)
 	}
 	defer ws.Close()
 	// The agent's approve counts only when a person started the server
@@ -489,12 +474,9 @@ func (h *handlers) apply(ctx context.Context, _ *mcp.CallToolRequest, in ApplyIn
 	approve := in.Approve && (h.cfg.AllowApprove || failpoint.Disabled("approve-gate"))
 	r, err := st.Apply(ctx, wtx.ApplyOptions{Paths: in.Paths, Expect: in.Expect, Approve: approve, IgnoreStaleReads: in.IgnoreStaleReads})
 	if err != nil {
-		return nil, ApplyOut{}, fail(h.protected(st, err, in.Approve))
+		return nil, ApplyOut{}, h.fail("apply", in.Tx, st.OfferRebase(ctx, h.protected(st, err, in.Approve)))
 	}
-	out := ApplyOut{Tx: st.ID(), OpID: r.OpID, Written: nonNil(jsonname.Texts(r.Written)), WrittenB64: jsonname.B64s(r.Written),
-		AlreadyApplied: nonNil(jsonname.Texts(r.AlreadyApplied)), AlreadyB64: jsonname.B64s(r.AlreadyApplied),
-		ChangesetDigest: r.ChangesetDigest, Settled: r.Settled, Receipt: r.Receipt}
-	return nil, out, nil
+	return nil, answer.NewApply(st.ID(), r), nil
 }
 
 // protected phrases a refusal.protected for an agent: what it may do here,
@@ -523,22 +505,29 @@ func (h *handlers) protected(st *wtx.Stage, err error, asked bool) error {
 	return out
 }
 
-// DropOut answers drop.
-type DropOut struct {
-	Tx    string `json:"tx"`
-	State string `json:"state"`
-}
+// DropOut answers drop: the command line's answer.
+type DropOut = answer.Drop
 
 func (h *handlers) drop(ctx context.Context, _ *mcp.CallToolRequest, in PathlessIn) (*mcp.CallToolResult, DropOut, error) {
 	ws, st, err := h.stage(ctx, in.Tx)
 	if err != nil {
-		return nil, DropOut{}, fail(err)
+		return nil, DropOut{}, h.fail("drop", in.Tx, err)
 	}
 	defer ws.Close()
-	if err := st.Drop(ctx); err != nil {
-		return nil, DropOut{}, fail(err)
+	var discarded []string
+	if st.State() == wtx.StateOpen {
+		if cs, err := st.Changes(ctx, nil); err == nil {
+			for _, c := range cs.Changes {
+				discarded = append(discarded, c.Path)
+			}
+		}
 	}
-	return nil, DropOut{Tx: st.ID(), State: st.State()}, nil
+	if err := st.Drop(ctx); err != nil {
+		return nil, DropOut{}, h.fail("drop", in.Tx, err)
+	}
+	d := answer.Dropped{Tx: st.ID(), State: st.State()}
+	d.Discarded, d.DiscardedB64 = answer.Names(discarded)
+	return nil, DropOut{Stages: []answer.Dropped{d}, Tx: d.Tx, State: d.State, Discarded: d.Discarded, DiscardedB64: d.DiscardedB64}, nil
 }
 
 // PathlessIn names a stage that must be given.
@@ -553,31 +542,12 @@ type RunIn struct {
 	Timeout float64  `json:"timeout,omitempty" jsonschema:"seconds after which the command and everything it started are stopped; the server's default when absent"`
 }
 
-// RunOut answers run.
-type RunOut struct {
-	Tx              string              `json:"tx"`
-	ExitCode        int                 `json:"exit_code"`
-	Signal          string              `json:"signal,omitempty" jsonschema:"the signal that ended the command, if one did"`
-	TimedOut        bool                `json:"timed_out,omitempty" jsonschema:"set when the command ran past its timeout and was stopped"`
-	Stdout          string              `json:"stdout"`
-	StdoutB64       string              `json:"stdout_b64,omitempty" jsonschema:"standard output, base64, when it is not UTF-8 (stdout is then empty)"`
-	Stderr          string              `json:"stderr"`
-	StderrB64       string              `json:"stderr_b64,omitempty" jsonschema:"standard error, base64, when it is not UTF-8 (stderr is then empty)"`
-	Truncated       bool                `json:"truncated,omitempty" jsonschema:"set when output was cut to the last 64 KiB of each stream"`
-	ChangesetDigest string              `json:"changeset_digest"`
-	Changes         []wtx.Change        `json:"changes"`
-	Containment     string              `json:"containment" jsonschema:"what held the command's processes: pid-namespace or subreaper (every process it started was stopped with it), process-group, none or broken"`
-	Stopped         []StoppedOut        `json:"stopped" jsonschema:"processes the command left running that were stopped after it"`
-	LeftOut         []wtx.LeftOut       `json:"left_out" jsonschema:"paths the command wrote under the stage's exclude selectors: never applied"`
-	RootModeChange  *wtx.RootModeChange `json:"root_mode_change,omitempty" jsonschema:"set when the command changed the mode of the workspace root, which wtx does not apply"`
-}
+// RunOut answers run: the command line's answer, with the command's
+// output captured.
+type RunOut = answer.Run
 
 // StoppedOut is one process a command left running, stopped after it.
-type StoppedOut struct {
-	PID     int    `json:"pid"`
-	Comm    string `json:"comm"`
-	CommB64 string `json:"comm_b64,omitempty" jsonschema:"the process name, base64, when it is not UTF-8"`
-}
+type StoppedOut = answer.Stopped
 
 // tail keeps the last n bytes written to it.
 type tail struct {
@@ -606,23 +576,23 @@ func (t *tail) String() string {
 
 func (h *handlers) run(ctx context.Context, _ *mcp.CallToolRequest, in RunIn) (*mcp.CallToolResult, RunOut, error) {
 	if len(in.Argv) == 0 {
-		return nil, RunOut{}, fail(&wtx.Error{Code: wtx.CodeUsage, Message: "argv is empty"})
+		return nil, RunOut{}, h.fail("run", in.Tx, &wtx.Error{Code: wtx.CodeUsage, Message: "argv is empty"})
 	}
 	timeout, max := h.cfg.runTimeouts()
 	switch {
 	case in.Timeout < 0 || in.Timeout > max.Seconds():
-		return nil, RunOut{}, fail(&wtx.Error{Code: wtx.CodeUsage,
+		return nil, RunOut{}, h.fail("run", in.Tx, &wtx.Error{Code: wtx.CodeUsage,
 			Message: fmt.Sprintf("timeout %g is out of range: give seconds above 0 and at most %g", in.Timeout, max.Seconds())})
 	case in.Timeout > 0:
 		timeout = time.Duration(in.Timeout * float64(time.Second))
 	}
 	ws, err := h.open(ctx)
 	if err != nil {
-		return nil, RunOut{}, fail(err)
+		return nil, RunOut{}, h.fail("run", in.Tx, err)
 	}
 	defer ws.Close()
 	if err := wtx.LookCommand(ws.Path(), in.Argv[0]); err != nil {
-		return nil, RunOut{}, fail(err)
+		return nil, RunOut{}, h.fail("run", in.Tx, err)
 	}
 	var st *wtx.Stage
 	if in.Tx != "" {
@@ -631,7 +601,7 @@ func (h *handlers) run(ctx context.Context, _ *mcp.CallToolRequest, in RunIn) (*
 		st, err = ws.Begin(ctx, wtx.BeginOptions{})
 	}
 	if err != nil {
-		return nil, RunOut{}, fail(err)
+		return nil, RunOut{}, h.fail("run", in.Tx, err)
 	}
 	// The command's context ends when the call is cancelled
 	// (notifications/cancelled), when the client goes away (the input
@@ -649,21 +619,12 @@ func (h *handlers) run(ctx context.Context, _ *mcp.CallToolRequest, in RunIn) (*
 			err = &wtx.Error{Code: e.Code, Message: fmt.Sprintf("the command ran past its timeout of %gs and was stopped: %s", timeout.Seconds(), e.Message),
 				Repairs: e.Repairs, Conflicts: e.Conflicts, Err: e}
 		}
-		return nil, RunOut{}, fail(err)
+		return nil, RunOut{}, h.fail("run", in.Tx, err)
 	}
-	out := RunOut{Tx: st.ID(), ExitCode: res.ExitCode, Signal: res.Signal, TimedOut: timedOut,
-		Truncated: stdout.cut || stderr.cut, Changes: []wtx.Change{}, Containment: res.Containment,
-		Stopped: []StoppedOut{}, LeftOut: []wtx.LeftOut{}}
-	for _, p := range res.Stopped {
-		out.Stopped = append(out.Stopped, StoppedOut{PID: p.PID, Comm: jsonname.Text(p.Comm), CommB64: jsonname.B64(p.Comm)})
-	}
+	out := answer.NewRun(st, res)
+	out.TimedOut, out.Truncated = timedOut, stdout.cut || stderr.cut
 	out.Stdout, out.StdoutB64 = textOr(stdout.String())
 	out.Stderr, out.StderrB64 = textOr(stderr.String())
-	if res.Changes != nil {
-		out.ChangesetDigest, out.Changes = res.Changes.Digest, nonNil(res.Changes.Changes)
-		out.LeftOut = nonNil(res.Changes.LeftOut)
-		out.RootModeChange = res.Changes.RootMode
-	}
 	return nil, out, nil
 }
 

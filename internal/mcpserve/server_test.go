@@ -153,8 +153,15 @@ func TestMCPStaleReadRefused(t *testing.T) {
 	e := call(t, cs, "apply", map[string]any{"tx": begin.Tx}, nil)
 	var answer struct {
 		Error struct {
-			Code      string
-			Repairs   []struct{ Command string }
+			Code    string
+			Message string
+			Repairs []struct {
+				Action, Command, Tool string
+				Arguments             struct {
+					Tx, Path         string
+					IgnoreStaleReads bool `json:"ignore_stale_reads"`
+				}
+			}
 			Conflicts []struct{ Path, Kind string }
 		}
 	}
@@ -164,8 +171,22 @@ func TestMCPStaleReadRefused(t *testing.T) {
 	if answer.Error.Code != "refusal.stale-read" || len(answer.Error.Conflicts) != 1 || answer.Error.Conflicts[0].Path != "spec.md" {
 		t.Fatalf("apply answered %+v, want refusal.stale-read on spec.md", answer.Error)
 	}
-	if len(answer.Error.Repairs) == 0 || answer.Error.Repairs[0].Command == "" {
-		t.Fatalf("refusal carries no runnable repairs: %+v", answer.Error.Repairs)
+	// Repairs are tool calls, in the tools' own terms: re-read spec.md,
+	// or apply with ignore_stale_reads; no command lines, no flags.
+	rs := answer.Error.Repairs
+	if len(rs) == 0 || rs[0].Tool != "read" || rs[0].Arguments.Tx != begin.Tx || rs[0].Arguments.Path != "spec.md" {
+		t.Fatalf("the first repair should be a read tool call on spec.md: %+v", rs)
+	}
+	for _, r := range rs {
+		if r.Command != "" || r.Tool == "" || r.Action == "rebase" {
+			t.Errorf("repair %+v: want a tool call and no command line (and no rebase: nothing drifted, so it was not tried)", r)
+		}
+		if r.Tool == "apply" && !r.Arguments.IgnoreStaleReads {
+			t.Errorf("apply repair without ignore_stale_reads: %+v", r)
+		}
+	}
+	if strings.Contains(e, "--") || strings.Contains(e, "'wtx ") {
+		t.Errorf("the error names a flag or a command line: %s", e)
 	}
 	if data, _ := os.ReadFile(filepath.Join(ws, "impl.go")); string(data) != "const limit = 10\n" {
 		t.Fatalf("a refused apply changed the workspace: %q", data)

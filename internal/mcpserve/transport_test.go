@@ -198,7 +198,8 @@ func TestToolsByAuthority(t *testing.T) {
 		return out
 	}
 	all := list(Config{Dir: "/ws"})
-	for _, n := range []string{"begin", "read", "write", "edit", "rm", "status", "diff", "apply", "drop", "run"} {
+	for _, n := range []string{"begin", "read", "write", "edit", "rm", "status", "diff", "apply", "drop", "run",
+		"list", "log", "rebase", "undo", "apply_hunks"} {
 		if all[n] == nil {
 			t.Errorf("a plain server lacks %s", n)
 		}
@@ -211,12 +212,12 @@ func TestToolsByAuthority(t *testing.T) {
 	}
 	po := list(Config{Dir: "/ws", ProposeOnly: true})
 	for n := range po {
-		if n == "apply" || n == "drop" {
+		if n == "apply" || n == "drop" || n == "undo" || n == "apply_hunks" || n == "rebase" {
 			t.Errorf("a propose-only server offers %s", n)
 		}
 	}
-	if len(po) != len(all)-2 {
-		t.Errorf("propose-only offers %d tools, want %d", len(po), len(all)-2)
+	if len(po) != len(all)-5 {
+		t.Errorf("propose-only offers %d tools, want %d", len(po), len(all)-5)
 	}
 	if !strings.Contains(all["run"].Description, "at most 3600") {
 		t.Errorf("run's description should give the timeouts: %q", all["run"].Description)

@@ -265,12 +265,12 @@ func (e *lcEnv) stageTx() string {
 // stateOf returns the recorded state of stage tx.
 func (e *lcEnv) stateOf(tx string) string {
 	e.t.Helper()
-	for _, s := range e.answer(e.must("--json", "list", "--all")).Stages {
+	for _, s := range e.answer(e.must("--json", "list", "--settled")).Stages {
 		if s.Tx == tx {
 			return s.State
 		}
 	}
-	e.t.Fatalf("no stage %s in list --all", tx)
+	e.t.Fatalf("no stage %s in list --settled", tx)
 	return ""
 }
 
@@ -278,7 +278,7 @@ func (e *lcEnv) stateOf(tx string) string {
 func (e *lcEnv) states() map[string]string {
 	e.t.Helper()
 	m := map[string]string{}
-	for _, s := range e.answer(e.must("--json", "list", "--all")).Stages {
+	for _, s := range e.answer(e.must("--json", "list", "--settled")).Stages {
 		m[s.Tx] = s.State
 	}
 	return m

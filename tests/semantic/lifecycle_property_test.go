@@ -411,7 +411,7 @@ func (m *pModel) opBgEnd() {
 // check compares wtx's view of every stage and the workspace with the
 // model.
 func (m *pModel) check() {
-	list := m.e.answer(m.e.must("--json", "list", "--all"))
+	list := m.e.answer(m.e.must("--json", "list", "--settled"))
 	seen := map[string]bool{}
 	for _, ls := range list.Stages {
 		seen[ls.Tx] = true
