@@ -11,8 +11,8 @@ import (
 type RebaseTrial struct {
 	// Drifted is set when some changed path of the stage drifted at all.
 	Drifted bool
-	// Rebase is set when a plain rebase succeeds; Merge when only a rebase
-	// with merge does (three-way merges where edits cannot be re-run).
+	// Rebase is set when a plain rebase succeeds; Merge when a rebase with
+	// merge does (three-way merges where edits cannot be re-run).
 	Rebase, Merge bool
 	// Result is what the successful rebase would do.
 	Result *RebaseResult
@@ -35,9 +35,13 @@ func (s *Stage) TryRebase(ctx context.Context) (*RebaseTrial, error) {
 		res, err := s.rebase(ctx, merge, true)
 		var e *Error
 		switch {
+		case err == nil && !merge:
+			t.Rebase, t.Result = true, res
 		case err == nil:
-			t.Rebase, t.Merge, t.Result = !merge, merge, res
-			return t, nil
+			t.Merge = true
+			if t.Result == nil {
+				t.Result = res
+			}
 		case errors.As(err, &e) && e.Code == CodeTargetChanged:
 			t.Refusal = e
 		default:
@@ -50,13 +54,14 @@ func (s *Stage) TryRebase(ctx context.Context) (*RebaseTrial, error) {
 // Repair actions of a rebase found to work by trial.
 const (
 	RepairRebase      = "rebase"
-	RepairRebaseMerge = "rebase-merge"
+	RepairRebaseMerge = "merge"
 )
 
 // OfferRebase adds to a refusal (refusal.target-changed, or
 // refusal.stale-read) of an apply of
 // the stage the rebase that repairs its drift, when trying it succeeds:
-// "rebase" or "rebase-merge". A rebase repair the refusal offered without
+// "rebase" and "merge" (rebase --merge), each offered only if its trial
+// succeeds. A rebase repair the refusal offered without
 // trying is taken out (it would have been a guess). Any other error is
 // returned as it is. The trial runs after the refusal, outside the apply:
 // the workspace can move in between, and the rebase itself checks again.
@@ -68,7 +73,7 @@ func (s *Stage) OfferRebase(ctx context.Context, err error) error {
 	out := *e
 	out.Repairs = nil
 	for _, r := range e.Repairs {
-		if r.Action != RepairRebase && r.Action != RepairRebaseMerge && r.Action != "merge" {
+		if r.Action != RepairRebase && r.Action != RepairRebaseMerge {
 			out.Repairs = append(out.Repairs, r)
 		}
 	}
@@ -76,12 +81,15 @@ func (s *Stage) OfferRebase(ctx context.Context, err error) error {
 	if terr != nil || !t.Drifted || (!t.Rebase && !t.Merge) {
 		return &out
 	}
-	r := Repair{Action: RepairRebase, Detail: "carry the stage's edits onto the workspace's current content (tried: it succeeds), then apply again",
-		Command: "wtx rebase " + s.ID()}
-	if t.Merge {
-		r = Repair{Action: RepairRebaseMerge, Detail: "merge the workspace's changes and the stage's three-way (tried: no overlapping lines), then apply again",
-			Command: "wtx rebase " + s.ID() + " --merge"}
+	var tried []Repair
+	if t.Rebase {
+		tried = append(tried, Repair{Action: RepairRebase, Detail: "carry the stage's edits onto the workspace's current content (tried: it succeeds), then apply again",
+			Command: "wtx rebase " + s.ID()})
 	}
-	out.Repairs = append([]Repair{r}, out.Repairs...)
+	if t.Merge {
+		tried = append(tried, Repair{Action: RepairRebaseMerge, Detail: "merge the workspace's changes and the stage's three-way where edits cannot be re-run (tried: it succeeds), then apply again",
+			Command: "wtx rebase " + s.ID() + " --merge"})
+	}
+	out.Repairs = append(tried, out.Repairs...)
 	return &out
 }
