@@ -146,8 +146,18 @@ func TestReviewFlows(t *testing.T) {
 			if strings.Contains(read(t, ws, "a.txt"), "TWO") == false {
 				t.Errorf("a.txt did not land")
 			}
-			if !strings.Contains(view, "[x] M b.txt") || strings.Contains(view, "a.txt") {
-				t.Errorf("after the apply only b.txt should be left:\n%s", view)
+			if !strings.Contains(view, "[ ] M b.txt") || strings.Contains(view, "a.txt") {
+				t.Errorf("after the apply only b.txt should be left, still skipped:\n%s", view)
+			}
+		}},
+		// A skipped file stays skipped after a partial apply: the next A
+		// has nothing to apply and b.txt never lands.
+		{"skipped stays skipped", []string{"down", "s", "A", "y", "A", "y"}, func(t *testing.T, ws string, st *wtx.Stage, view string) {
+			if got := read(t, ws, "b.txt"); got != "old\n" {
+				t.Errorf("the second A applied the skipped b.txt: %q", got)
+			}
+			if !strings.Contains(view, "nothing selected") {
+				t.Errorf("view:\n%s", view)
 			}
 		}},
 		{"skip a hunk", []string{"tab", "down", "space", "A", "y"}, func(t *testing.T, ws string, st *wtx.Stage, view string) {
@@ -155,7 +165,7 @@ func TestReviewFlows(t *testing.T) {
 			if !strings.Contains(a, "TWO\n") || strings.Contains(a, "TWENTY-EIGHT") {
 				t.Errorf("a.txt should hold hunk 1 only:\n%s", a)
 			}
-			if !strings.Contains(view, "[x] M a.txt  1/1 hunks") {
+			if !strings.Contains(view, "[ ] M a.txt  0/1 hunks") {
 				t.Errorf("the skipped hunk should stay staged:\n%s", view)
 			}
 		}},
