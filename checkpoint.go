@@ -1,11 +1,11 @@
 package wtx
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"time"
 
 	"github.com/wtx-dev/wtx/internal/blob"
@@ -17,21 +17,27 @@ import (
 
 // Each command run in a stage is a checkpoint: its op records every path
 // the command changed in the view, with the entry before and after it, and
-// keeps the file contents of both sides in the blob store (deduplicated;
-// gc keeps them while the stage's ops name them). drop-op then puts a
-// run's paths back as it does a per-file op's, and rebase --merge knows
-// the original of what a command changed.
+// the contents before are kept in the blob store (deduplicated; gc keeps
+// them while the stage's ops name them). drop-op then puts a run's paths
+// back as it does a per-file op's, and rebase --merge knows the original
+// of what a command changed.
 //
 // What the view held before the command is the base itself for the
 // stage's first op (nothing changed the view since it opened); otherwise
-// the view is scanned before the command starts. The content before is
-// taken from the blob store when an earlier op kept it, else from the
-// workspace when its copy still holds the base content (on a lazy
-// backend nothing else has it); when neither has it the run records the
-// digest only, and dropping it refuses for that path.
+// the view is scanned before the command starts, and the files the stage
+// changed so far are kept then (an earlier run recorded their digests
+// only: the contents after a run are kept by the next run, or by the
+// apply, which stores what it writes). A content before that the blob
+// store lacks is taken from the workspace when its copy still holds it
+// (the base content; on a lazy backend nothing else has it); when neither
+// has it the run records the digest only, and dropping it refuses for
+// that path. Contents go in as one batch per run (one durable commit).
 
 // preRunEntries returns the view's entries before the run's command, or
-// nil when they are the base's (seq is the run's op number).
+// nil when they are the base's (seq is the run's op number). The contents
+// of the files the stage changed so far are kept on the way: they are
+// what the command may replace, and what an earlier run recorded as its
+// result without storing it.
 func (s *Stage) preRunEntries(ctx context.Context, v stage.View, seq int) ([]tree.Entry, error) {
 	if seq <= 1 {
 		return nil, nil
@@ -44,11 +50,38 @@ func (s *Stage) preRunEntries(ctx context.Context, v stage.View, seq int) ([]tre
 	if err != nil {
 		return nil, stagingError(err)
 	}
+	release, err := s.keepLock(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer release()
+	batch := s.ws.blobs.NewBatch()
+	defer batch.Abort()
+	for _, c := range tree.Compare(m.Entries, entries) {
+		if c.New == nil || c.New.Type != tree.File || c.New.Digest == "" || s.ws.blobs.Has(blob.Digest(c.New.Digest)) {
+			continue
+		}
+		f, err := v.OpenFile(c.Path)
+		if err != nil {
+			continue // gone or replaced since the scan: the command will not find it either
+		}
+		// A file that changed since the scan is kept under its new
+		// digest; the scanned content is then not kept.
+		_, _, err = batch.Put(ctx, f)
+		f.Close()
+		if err != nil {
+			return nil, AsError(fmt.Errorf("keep %s: %w", quote.Path(c.Path), err))
+		}
+	}
+	if err := batch.Commit(); err != nil {
+		return nil, AsError(err)
+	}
 	return entries, nil
 }
 
 // checkpoint returns the paths the run changed, from pre (nil: the base)
-// to the view cs was scanned from, and keeps their contents.
+// to the view cs was scanned from, and keeps the contents they held
+// before where the blob store lacks them.
 func (s *Stage) checkpoint(ctx context.Context, pre []tree.Entry, cs *ChangeSet) ([]TxFile, error) {
 	if pre == nil {
 		pre = cs.base.Entries
@@ -62,11 +95,8 @@ func (s *Stage) checkpoint(ctx context.Context, pre []tree.Entry, cs *ChangeSet)
 		return nil, AsError(err)
 	}
 	defer root.Close()
-	v, err := s.view(ctx)
-	if err != nil {
-		return nil, err
-	}
-	defer v.Close()
+	batch := s.ws.blobs.NewBatch()
+	defer batch.Abort()
 	files := make([]TxFile, 0, len(changes))
 	for _, c := range changes {
 		f := TxFile{Path: c.Path}
@@ -75,60 +105,43 @@ func (s *Stage) checkpoint(ctx context.Context, pre []tree.Entry, cs *ChangeSet)
 			if b := cs.base.Lookup(c.Path); old.Type == tree.File && old.Digest == "" && b != nil && b.Type == tree.File {
 				old.Digest = b.Digest // filled by the scan after the command
 			}
-			s.keepBefore(ctx, root, cs.base, &old)
+			if err := s.keepFromWorkspace(ctx, root, batch, &old); err != nil {
+				return nil, err
+			}
 			side := sideOf(&old)
 			f.Before = &side
 		}
 		if c.New != nil {
-			nw := *c.New
-			if err := s.keepAfter(ctx, v, &nw); err != nil {
-				return nil, err
-			}
-			side := sideOf(&nw)
+			side := sideOf(c.New)
 			f.After = &side
 		}
 		files = append(files, f)
 	}
+	if err := batch.Commit(); err != nil {
+		return nil, AsError(err)
+	}
 	return files, nil
 }
 
-// keepBefore stores the content a file held before the command, if the
-// blob store lacks it and the workspace's copy still holds it.
-func (s *Stage) keepBefore(ctx context.Context, root *fsx.Root, base *tree.Manifest, e *tree.Entry) {
+// keepFromWorkspace stores the content of the file entry e from the
+// workspace's copy, if the blob store lacks it and that copy still holds
+// it (the base content; on a lazy backend nothing else has it). A copy
+// that moved leaves it unkept, which only limits what can be put back.
+func (s *Stage) keepFromWorkspace(ctx context.Context, root *fsx.Root, batch *blob.Batch, e *tree.Entry) error {
 	if e.Type != tree.File || e.Digest == "" || s.ws.blobs.Has(blob.Digest(e.Digest)) {
-		return
+		return nil
 	}
-	if b := base.Lookup(e.Path); b == nil || b.Digest != e.Digest {
-		return
+	cur, err := workspaceDigest(root, e.Path)
+	if err != nil || cur != e.Digest {
+		return nil // see above
 	}
 	data, err := s.ws.readWorkspaceFile(root, e.Path, e.Digest)
 	if err != nil {
-		return // moved since: the content is not kept, and the op says so by its absence
+		return nil // moved while read: see above
 	}
-	_, _ = s.ws.blobs.PutBytes(ctx, data) // best effort as above: a missing blob only limits drop-op
-}
-
-// keepAfter stores the content of a file the command left in the view; a
-// file that no longer has the scanned content (a process still writing)
-// gets the digest of what was stored.
-func (s *Stage) keepAfter(ctx context.Context, v stage.View, e *tree.Entry) error {
-	if e.Type != tree.File {
-		return nil
-	}
-	f, err := v.OpenFile(e.Path)
-	if err != nil {
-		if errors.Is(err, fs.ErrNotExist) || errors.Is(err, fsx.ErrSymlink) || errors.Is(err, fsx.ErrNotRegular) {
-			e.Digest = "" // gone or replaced since the scan: nothing to keep
-			return nil
-		}
+	if _, _, err := batch.Put(ctx, bytes.NewReader(data)); err != nil {
 		return AsError(fmt.Errorf("keep %s: %w", quote.Path(e.Path), err))
 	}
-	defer f.Close()
-	d, n, err := s.ws.blobs.Put(ctx, f)
-	if err != nil {
-		return AsError(fmt.Errorf("keep %s: %w", quote.Path(e.Path), err))
-	}
-	e.Digest, e.Size = string(d), n
 	return nil
 }
 
@@ -170,6 +183,24 @@ func (s *Stage) restoreView(ctx context.Context, v stage.View, restore map[strin
 		return stagingError(err)
 	}
 	now := &tree.Manifest{Entries: cur}
+	// A content the blob store lacks may still be the workspace's.
+	root, err := fsx.OpenRoot(s.ws.path)
+	if err != nil {
+		return AsError(err)
+	}
+	defer root.Close()
+	batch := s.ws.blobs.NewBatch()
+	defer batch.Abort()
+	for _, want := range restore {
+		if want != nil {
+			if err := s.keepFromWorkspace(ctx, root, batch, want); err != nil {
+				return err
+			}
+		}
+	}
+	if err := batch.Commit(); err != nil {
+		return AsError(err)
+	}
 	var changes []tree.Change
 	for p, want := range restore {
 		if want != nil && want.Type == tree.Special {
