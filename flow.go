@@ -593,7 +593,34 @@ func (w *Workspace) continueFlow(ctx context.Context, id string, opts FlowOption
 			return nil, err
 		}
 	}
+	if run.ForkedFrom != "" {
+		// Done: the fork's line is kept no longer.
+		for i := range run.Steps {
+			if err := w.dropStageNamed(ctx, lineageName(id, i)); err != nil {
+				return nil, err
+			}
+		}
+	}
 	return run, nil
+}
+
+// lineageName names the stage that keeps a fork's state after its step.
+func lineageName(run string, step int) string {
+	return fmt.Sprintf("flow.%s.after%d", strings.TrimPrefix(run, "run-"), step+1)
+}
+
+// dropStageNamed drops the open stage named name, if there is one.
+func (w *Workspace) dropStageNamed(ctx context.Context, name string) error {
+	ss, err := w.Stages(ctx)
+	if err != nil {
+		return err
+	}
+	for _, s := range ss {
+		if s.Name() == name && s.State() == StateOpen {
+			return w.dropStepStage(ctx, "", 0, &StepAttempt{StageID: s.ID()})
+		}
+	}
+	return nil
 }
 
 // putStep records a step attempt in its own transaction.
@@ -650,8 +677,28 @@ func (w *Workspace) execStep(ctx context.Context, run *FlowRun, n, attempt int, 
 	}
 	progress(StepStarted)
 	failpoint.Hit("flow:step-started")
-	st, err := w.Begin(ctx, BeginOptions{Name: stepStageName(run.ID, n, attempt), Exclude: step.Exclude, Share: step.Share,
-		Protect: step.Protect, Backend: step.Backend})
+	begin := BeginOptions{Name: stepStageName(run.ID, n, attempt), Exclude: step.Exclude, Share: step.Share,
+		Protect: step.Protect, Backend: step.Backend}
+	lineage := run.ForkedFrom != "" && !failpoint.Disabled("fork-at")
+	var st *Stage
+	switch {
+	case lineage && n == run.row.ForkedAt+1:
+		// The first step of a fork sees the state after the fork point.
+		begin.At = forkAnchor(run, run.row.ForkedAt)
+		st, err = w.Begin(ctx, begin)
+	case lineage:
+		// A later step of a fork sees the fork's own line: the state after
+		// the fork point with the fork's steps since, kept in a stage.
+		var from *Stage
+		if from, err = w.Stage(ctx, lineageName(run.ID, n-1)); err == nil && from.State() != StateOpen {
+			err = errorf(CodeStageSettled, "the state after step %s of fork %s is gone (its stage %s is %s)", run.Steps[n-1].Name, run.ID, from.ID(), from.State())
+		}
+		if err == nil {
+			st, err = from.Fork(ctx, ForkOptions{Name: begin.Name})
+		}
+	default:
+		st, err = w.Begin(ctx, begin)
+	}
 	if err != nil {
 		return true, w.failStep(ctx, run.ID, n, attempt, res, created, nil, err, progress)
 	}
@@ -666,12 +713,18 @@ func (w *Workspace) execStep(ctx context.Context, run *FlowRun, n, attempt int, 
 	var items []BatchItem
 	switch step.Kind {
 	case StepRun, StepAgent:
+		// What the stage holds before an agent runs (a fork's line): the
+		// agent must leave it so.
+		before, err := st.Changes(ctx, nil)
+		if err != nil {
+			return true, w.failStep(ctx, run.ID, n, attempt, res, created, st, err, progress)
+		}
 		out, ok, err := w.runStepCommand(ctx, run, n, st, res, opts)
 		if err != nil || !ok {
 			return true, w.failStep(ctx, run.ID, n, attempt, res, created, st, err, progress)
 		}
 		if step.Kind == StepAgent {
-			if items, err = w.checkProposal(ctx, st, step, out, res); err != nil {
+			if items, err = w.checkProposal(ctx, st, step, out, before.Digest, res); err != nil {
 				return true, w.failStep(ctx, run.ID, n, attempt, res, created, st, err, progress)
 			}
 		}
@@ -704,8 +757,20 @@ func (w *Workspace) execStep(ctx context.Context, run *FlowRun, n, attempt int, 
 	if err != nil {
 		return true, w.failStep(ctx, run.ID, n, attempt, res, created, st, err, progress)
 	}
+	if lineage && n+1 < len(run.Steps) {
+		// Keep the fork's line for its next step before this one lands.
+		if err := w.dropStageNamed(ctx, lineageName(run.ID, n)); err != nil {
+			return false, err
+		}
+		if _, err := st.Fork(ctx, ForkOptions{Name: lineageName(run.ID, n)}); err != nil {
+			return true, w.failStep(ctx, run.ID, n, attempt, res, created, st, err, progress)
+		}
+	}
 	res.ChangesetDigest, res.Counts = cs.Digest, cs.Counts
-	res.ResultDigest = viewDigest(cs)
+	if cs.base != nil {
+		// As an apply of the whole change set computes it.
+		res.ResultDigest = tree.Digest(tree.Result(cs.base.Entries, cs.all))
+	}
 	switch step.OnSuccess {
 	case OnSuccessReview, OnSuccessKeep:
 		status := StepReview
@@ -894,13 +959,13 @@ func (w *Workspace) runStepCommand(ctx context.Context, run *FlowRun, n int, st 
 // checkProposal validates an agent's proposal against the step's allowlist
 // before anything is staged (W-005): every op's kind, path and size, and
 // that the command itself changed nothing in its (read-only) view.
-func (w *Workspace) checkProposal(ctx context.Context, st *Stage, step *FlowStep, out []byte, res *StepResult) ([]BatchItem, error) {
+func (w *Workspace) checkProposal(ctx context.Context, st *Stage, step *FlowStep, out []byte, before string, res *StepResult) ([]BatchItem, error) {
 	res.ProposalDigest = fmt.Sprintf("sha256:%x", sha256.Sum256(out))
 	cs, err := st.Changes(ctx, nil)
 	if err != nil {
 		return nil, err
 	}
-	if len(cs.Changes) > 0 && !failpoint.Disabled("proposal") {
+	if cs.Digest != before && !failpoint.Disabled("proposal") {
 		return nil, &Error{Code: CodeProposalRefused, Message: fmt.Sprintf("agent step %s: the command changed %d path(s) itself (first: %s); an agent only proposes", step.Name, len(cs.Changes), quote.Path(cs.Changes[0].Path))}
 	}
 	if len(strings.TrimSpace(string(out))) == 0 {
@@ -1010,4 +1075,78 @@ func (r *StepResult) UnmarshalJSON(data []byte) error {
 	*r = StepResult(j.stepResultFields)
 	r.Stdout, r.Stderr, r.Written = []byte(out), []byte(errOut), written
 	return nil
+}
+
+// ForkFlow starts a new run of run ref's pinned definition from the state
+// right after its step at (a name or a number from 1): the steps up to it
+// are shared (their recorded results are the new run's too, never run
+// again), the next step's stage opens on the workspace as it was right
+// after the last op of those steps (BeginOptions.At), and the run goes on
+// from there. The original run is left as it is. Each forked step lands
+// through the ordinary checks against the current workspace (W-004).
+func (w *Workspace) ForkFlow(ctx context.Context, ref, at string, opts FlowOptions) (*FlowRun, error) {
+	orig, err := w.FlowRun(ctx, ref)
+	if err != nil {
+		return nil, err
+	}
+	k := -1
+	for i, s := range orig.Steps {
+		if s.Name == at || fmt.Sprint(i+1) == at {
+			k = i
+		}
+	}
+	if k < 0 {
+		return nil, errorf(CodeUsage, "flow run %s has no step %q", orig.ID, at)
+	}
+	for i := 0; i <= k; i++ {
+		if a := orig.Steps[i].latest(); a == nil || !a.Status.complete() {
+			return nil, errorf(CodeUsage, "step %s of %s has no result (%s); fork at a step the run has behind it", orig.Steps[i].Name, orig.ID, orig.Steps[i].Status)
+		}
+	}
+	if forkAnchor(orig, k) == "" {
+		return nil, errorf(CodeUsage, "the steps of %s up to %s applied nothing: there is no state to fork from; start a new run", orig.ID, orig.Steps[k].Name)
+	}
+	if opts.Name != "" && (!nameRE.MatchString(opts.Name) || strings.HasPrefix(opts.Name, "run-")) {
+		return nil, errorf(CodeUsage, "run name %q: use 1-64 letters, digits, '.', '_' or '-', not starting with 'run-'", opts.Name)
+	}
+	now := w.now().UTC()
+	row := state.FlowRun{ID: newID("run", now), WorkspaceID: w.id, Name: opts.Name, CreatedAt: now,
+		DefinitionDigest: orig.DefinitionDigest, Definition: orig.row.Definition, ForkedFrom: orig.ID, ForkedAt: k}
+	err = w.db.Tx(ctx, func(tx *state.Txn) error {
+		if err := tx.InsertFlowRun(ctx, row); err != nil {
+			return err
+		}
+		for i := 0; i <= k; i++ {
+			a := orig.Steps[i].latest()
+			rec := flowStepRecord{RunID: row.ID, Step: i, Attempt: 1, Status: a.Status, CreatedAt: a.Created}
+			if a.Result != nil {
+				rec.Result = *a.Result
+			}
+			r, err := rec.row(a.Updated)
+			if err != nil {
+				return err
+			}
+			if err := tx.PutFlowStep(ctx, r); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		if errors.Is(err, state.ErrExists) && opts.Name != "" {
+			return nil, errorf(CodeNameTaken, "a flow run of this workspace is already named %q", opts.Name)
+		}
+		return nil, AsError(err)
+	}
+	return w.continueFlow(ctx, row.ID, opts)
+}
+
+// forkAnchor is the last op the steps up to k recorded ("" if none).
+func forkAnchor(run *FlowRun, k int) string {
+	for i := k; i >= 0; i-- {
+		if a := run.Steps[i].latest(); a != nil && a.Result != nil && a.Result.OpID != "" {
+			return a.Result.OpID
+		}
+	}
+	return ""
 }

@@ -78,7 +78,7 @@ and, for batch steps, from = "previous" (take the ops from the previous step's
 stdout).`,
 	}
 	cmd.AddCommand(newFlowRunCommand(g), newFlowResumeCommand(g), newFlowShowCommand(g), newFlowListCommand(g),
-		newFlowAbandonCommand(g))
+		newFlowAbandonCommand(g), newFlowForkCommand(g))
 	return cmd
 }
 
@@ -448,4 +448,39 @@ their ops to take it back); a stage it kept for review is dropped.`,
 			return nil
 		},
 	}
+}
+
+func newFlowForkCommand(g *globals) *cobra.Command {
+	var at, name string
+	cmd := &cobra.Command{
+		Use:   "fork RUN --at STEP [--name N]",
+		Short: "Start a new run from the state after a step of RUN",
+		Long: `Start a new run of RUN's definition (as RUN pinned it) that shares RUN's steps up
+to STEP (a name or a number from 1): their results are the new run's, and they
+never run again. The next step's stage opens on the workspace as it was right
+after the last op of those steps (as 'wtx begin --at OP' does), and the new run
+goes on from there; each of its steps lands through the ordinary checks
+against the current workspace. RUN itself is left as it is.`,
+		Example: `  wtx flow fork tidy-1 --at format --name tidy-2`,
+		Args:    exactlyOne("run"),
+		RunE: func(c *cobra.Command, args []string) error {
+			if at == "" {
+				return usageError{msg: "flow fork needs --at STEP"}
+			}
+			ctx := c.Context()
+			ws, err := g.open(ctx)
+			if err != nil {
+				return err
+			}
+			defer ws.Close()
+			run, err := ws.ForkFlow(ctx, args[0], at, wtx.FlowOptions{Name: name, Env: os.Environ(), Progress: g.flowProgress()})
+			if err != nil {
+				return err
+			}
+			return g.finishFlow("flow fork", run)
+		},
+	}
+	cmd.Flags().StringVar(&at, "at", "", "the step `STEP` (name or number) after which the new run starts")
+	cmd.Flags().StringVar(&name, "name", "", "a name `N` for the new run")
+	return cmd
 }
