@@ -156,23 +156,31 @@ func Encode(w io.Writer, b *Bundle) error {
 		buf = binenc.AppendString(buf[:0], e.Path)
 		buf = appendSide(buf, e.Old)
 		buf = appendSide(buf, e.New)
+		content := e.Content
 		if e.Base == nil {
 			buf = append(buf, 0)
 		} else {
+			// The content as the bytes between the longest prefix and
+			// suffix it shares with the base: one edited region costs
+			// its own bytes, not a second copy of the file.
+			pre, suf := commonEnds(e.Base, e.Content)
 			buf = append(buf, 1)
 			buf = binary.AppendUvarint(buf, uint64(len(e.Base)))
+			if _, err := fw.Write(buf); err != nil {
+				return err
+			}
+			if _, err := fw.Write(e.Base); err != nil {
+				return err
+			}
+			buf = binary.AppendUvarint(buf[:0], uint64(pre))
+			buf = binary.AppendUvarint(buf, uint64(suf))
+			content = e.Content[pre : len(e.Content)-suf]
 		}
+		buf = binary.AppendUvarint(buf, uint64(len(content)))
 		if _, err := fw.Write(buf); err != nil {
 			return err
 		}
-		if _, err := fw.Write(e.Base); err != nil {
-			return err
-		}
-		buf = binary.AppendUvarint(buf[:0], uint64(len(e.Content)))
-		if _, err := fw.Write(buf); err != nil {
-			return err
-		}
-		if _, err := fw.Write(e.Content); err != nil {
+		if _, err := fw.Write(content); err != nil {
 			return err
 		}
 	}
@@ -280,13 +288,25 @@ func decode(data []byte, lim Limits, verify bool) (*Bundle, error) {
 		e.New = readSide(d, e.Path)
 		switch d.Byte() {
 		case 0:
+			if c := d.String(); c != "" {
+				e.Content = []byte(c)
+			}
 		case 1:
 			e.Base = []byte(d.String())
+			pre, suf := d.Uvarint(), d.Uvarint()
+			mid := d.String()
+			if d.Err() == nil && (pre > uint64(len(e.Base)) || suf > uint64(len(e.Base))-pre) {
+				d.Fail(fmt.Errorf("%q: shared prefix and suffix longer than the base", e.Path))
+			}
+			if d.Err() == nil {
+				e.Content = make([]byte, 0, int(pre)+len(mid)+int(suf))
+				e.Content = append(append(append(e.Content, e.Base[:pre]...), mid...), e.Base[uint64(len(e.Base))-suf:]...)
+				if int64(len(e.Content)) > lim.Expanded {
+					d.Fail(fmt.Errorf("%w: %q expands past the limit", ErrTooLarge, e.Path))
+				}
+			}
 		default:
 			d.Fail(fmt.Errorf("%q: bad base marker", e.Path))
-		}
-		if c := d.String(); c != "" {
-			e.Content = []byte(c)
 		}
 		b.Entries = append(b.Entries, e)
 	}
@@ -410,6 +430,19 @@ func checkSide(e *tree.Entry) error {
 		return fmt.Errorf("bad entry type %d", e.Type)
 	}
 	return nil
+}
+
+// commonEnds returns the lengths of the longest prefix and the longest
+// suffix a and b share, not overlapping in either.
+func commonEnds(a, b []byte) (pre, suf int) {
+	n := min(len(a), len(b))
+	for pre < n && a[pre] == b[pre] {
+		pre++
+	}
+	for suf < n-pre && a[len(a)-1-suf] == b[len(b)-1-suf] {
+		suf++
+	}
+	return pre, suf
 }
 
 // gitComponent reports whether p has a ".git" component in any letter case.

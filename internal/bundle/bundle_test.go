@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -116,11 +117,12 @@ func encodeUnchecked(w *bytes.Buffer, b *Bundle) error {
 		buf = appendSide(buf, e.Old)
 		buf = appendSide(buf, e.New)
 		if e.Base == nil {
-			buf = append(buf, 0)
+			buf = binenc.AppendString(append(buf, 0), string(e.Content))
 		} else {
+			// the whole content as the middle, nothing shared
 			buf = binenc.AppendString(append(buf, 1), string(e.Base))
+			buf = binenc.AppendString(append(buf, 0, 0), string(e.Content))
 		}
-		buf = binenc.AppendString(buf, string(e.Content))
 	}
 	fw.Write(buf)
 	fw.Close()
@@ -173,6 +175,36 @@ func TestHostileShapesRefused(t *testing.T) {
 	// the resealer itself makes bundles Decode accepts (control)
 	if _, err := Decode(reseal(sample()), DefaultLimits); err != nil {
 		t.Fatalf("control: %v", err)
+	}
+}
+
+// A one-line edit of a large text file costs the base once and the edit,
+// not two copies of the file.
+func TestBaseAndEditedContentShareBytes(t *testing.T) {
+	var base bytes.Buffer
+	for i := range 20000 {
+		fmt.Fprintf(&base, "line %d of a long file\n", i)
+	}
+	edited := bytes.Replace(base.Bytes(), []byte("line 10000 of"), []byte("LINE 10000 OF"), 1)
+	b := sample()
+	b.Entries[0] = Entry{Path: "a.txt", Old: file("a.txt", base.String(), 0o644), New: file("a.txt", string(edited), 0o644),
+		Base: base.Bytes(), Content: edited}
+	b.Origin.ChangesetDigest = tree.ChangesetDigest(b.Changes())
+	with := encode(t, b)
+	b.Entries[0].Base = nil
+	without := encode(t, b)
+	if len(with) > len(without)+200 {
+		t.Fatalf("the base made the bundle %d bytes instead of about %d", len(with), len(without))
+	}
+	got, err := Decode(with, DefaultLimits)
+	if err != nil || !bytes.Equal(got.Entries[0].Content, edited) || !bytes.Equal(got.Entries[0].Base, base.Bytes()) {
+		t.Fatalf("round trip with a base: %v", err)
+	}
+	for _, pair := range [][2]string{{"", ""}, {"abc", "abc"}, {"abc", ""}, {"", "abc"}, {"aaaa", "aa"}, {"aa", "aaaa"}, {"abXcd", "abYcd"}} {
+		pre, suf := commonEnds([]byte(pair[0]), []byte(pair[1]))
+		if pre+suf > min(len(pair[0]), len(pair[1])) {
+			t.Errorf("commonEnds(%q, %q) = %d, %d: overlapping", pair[0], pair[1], pre, suf)
+		}
 	}
 }
 
