@@ -1008,6 +1008,8 @@ type opBody struct {
 	Changes         []opChange `json:"changes"`
 	// Undoes names the op an undo reversed.
 	Undoes string `json:"undoes,omitempty"`
+	// Exclude holds the exclude selectors of the apply or undo.
+	Exclude []string `json:"exclude,omitempty"`
 }
 
 // opChange is one path an op wrote: its pre-image and post-image.
@@ -1051,7 +1053,7 @@ func opChanges(cs []tree.Change) []opChange {
 // opRecord prepares the op row and receipt of an apply before it runs, so
 // that they can travel in the journal.
 func (s *Stage) opRecord(opID string, cs *ChangeSet, opts ApplyOptions, res *ApplyResult, todo, already []tree.Change) (*opRecord, error) {
-	body, err := json.Marshal(opBody{Stage: s.ID(), Paths: nonNil(opts.Paths), Written: nonNil(res.Written),
+	body, err := json.Marshal(opBody{Stage: s.ID(), Paths: nonNil(opts.Paths), Exclude: opts.Exclude, Written: nonNil(res.Written),
 		ChangesetDigest: cs.Digest, Changes: opChanges(todo)})
 	if err != nil {
 		return nil, AsError(err)

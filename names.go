@@ -208,12 +208,14 @@ type opBodyJSON struct {
 	ChangesetDigest string     `json:"changeset_digest"`
 	Changes         []opChange `json:"changes"`
 	Undoes          string     `json:"undoes,omitempty"`
+	Exclude         []string   `json:"exclude,omitempty"`
+	ExcludeB64      []string   `json:"exclude_b64,omitempty"`
 }
 
 // MarshalJSON writes the body with byte-safe paths.
 func (b opBody) MarshalJSON() ([]byte, error) {
 	return json.Marshal(opBodyJSON{b.Stage, jsonname.Texts(b.Paths), jsonname.B64s(b.Paths), jsonname.Texts(b.Written), jsonname.B64s(b.Written),
-		b.ChangesetDigest, b.Changes, b.Undoes})
+		b.ChangesetDigest, b.Changes, b.Undoes, jsonname.Texts(b.Exclude), jsonname.B64s(b.Exclude)})
 }
 
 // UnmarshalJSON reads what MarshalJSON writes.
@@ -230,7 +232,11 @@ func (b *opBody) UnmarshalJSON(data []byte) error {
 	if err != nil {
 		return fmt.Errorf("written: %w", err)
 	}
-	*b = opBody{j.Stage, paths, written, j.ChangesetDigest, j.Changes, j.Undoes}
+	exclude, err := jsonname.Names(j.Exclude, j.ExcludeB64)
+	if err != nil {
+		return fmt.Errorf("exclude: %w", err)
+	}
+	*b = opBody{j.Stage, paths, written, j.ChangesetDigest, j.Changes, j.Undoes, exclude}
 	return nil
 }
 

@@ -207,12 +207,17 @@ func driftRepairs(s *Stage, conflicts []Conflict) []Repair {
 // partial undos took back. A selector that selects no path of the op is
 // refused (not-found.path); one whose paths were all taken back already is
 // precondition.already-undone.
-func (w *Workspace) undoChanges(ctx context.Context, op *Op, sels tree.Selectors) ([]tree.Change, error) {
+func (w *Workspace) undoChanges(ctx context.Context, op *Op, sels, excl tree.Selectors) ([]tree.Change, error) {
 	inv := op.inverse()
 	var none []UnmatchedSelector
-	for _, sel := range sels {
-		if !slices.ContainsFunc(inv, func(c tree.Change) bool { return sel.Match(c.Path) }) {
-			none = append(none, UnmatchedSelector{Kind: SelectorPath, Selector: sel.String()})
+	for _, k := range []struct {
+		kind SelectorKind
+		ss   tree.Selectors
+	}{{SelectorPath, sels}, {SelectorExclude, excl}} {
+		for _, sel := range k.ss {
+			if !slices.ContainsFunc(inv, func(c tree.Change) bool { return sel.Match(c.Path) }) {
+				none = append(none, UnmatchedSelector{Kind: k.kind, Selector: sel.String()})
+			}
 		}
 	}
 	if len(none) > 0 {
@@ -221,9 +226,7 @@ func (w *Workspace) undoChanges(ctx context.Context, op *Op, sels tree.Selectors
 			Message: strings.Replace(ne.Error(), "matches no path of the change set of", "selects no path that was written by", 1),
 			Repairs: []Repair{{Action: "show", Detail: "see the paths the op wrote", Command: "wtx show " + op.ID}}}
 	}
-	if len(sels) > 0 {
-		inv = tree.Select(inv, sels)
-	}
+	inv = excludeChanges(tree.Select(inv, sels), excl)
 	ops, err := w.Ops(ctx)
 	if err != nil {
 		return nil, err
@@ -231,7 +234,7 @@ func (w *Workspace) undoChanges(ctx context.Context, op *Op, sels tree.Selectors
 	done := map[string]string{}
 	for _, u := range ops {
 		if u.Undoes == op.ID {
-			for _, c := range undoSelection(op, u.body.Paths) {
+			for _, c := range undoSelection(op, u.body.Paths, u.body.Exclude) {
 				done[c.Path] = u.ID
 			}
 		}
@@ -301,10 +304,18 @@ func (w *Workspace) undoRefusal(ctx context.Context, op *Op, inverse []tree.Chan
 			rest = append(rest, c.Path)
 		}
 	}
-	if len(rest) > 0 && len(rest) <= 8 {
+	if len(rest) > 0 {
+		// Name the fewer: the paths to take back, or the changed ones to
+		// leave out.
 		var b strings.Builder
-		for _, p := range rest {
-			b.WriteString(" --path " + shellQuote(LiteralSelector(p)))
+		if len(rest) <= len(conflicts) {
+			for _, p := range rest {
+				b.WriteString(" --path " + shellQuote(LiteralSelector(p)))
+			}
+		} else {
+			for _, c := range conflicts {
+				b.WriteString(" --exclude " + shellQuote(LiteralSelector(c.Path)))
+			}
 		}
 		repairs = append(repairs, Repair{Action: "undo-part", Detail: "take back only the paths that did not change", Command: "wtx undo " + op.ID + b.String()})
 	}

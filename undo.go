@@ -85,11 +85,11 @@ func (w *Workspace) Ops(ctx context.Context) ([]*Op, error) {
 		if covered[target.ID] == nil {
 			covered[target.ID] = map[string]bool{}
 		}
-		for _, c := range undoSelection(target, op.body.Paths) {
+		for _, c := range undoSelection(target, op.body.Paths, op.body.Exclude) {
 			covered[target.ID][c.Path] = true
 		}
 		target.PartlyUndoneBy = append(target.PartlyUndoneBy, op.ID)
-		if len(op.body.Paths) == 0 || len(covered[target.ID]) >= len(target.body.Changes) {
+		if (len(op.body.Paths) == 0 && len(op.body.Exclude) == 0) || len(covered[target.ID]) >= len(target.body.Changes) {
 			target.UndoneBy = op.ID
 		}
 	}
@@ -124,16 +124,16 @@ func (op *Op) inverse() []tree.Change {
 // undoSelection is the part of op's inverse that an undo with paths takes
 // back (all of it without paths). An added directory above a selected path
 // comes along, as in an apply.
-func undoSelection(op *Op, paths []string) []tree.Change {
-	inv := op.inverse()
-	if len(paths) == 0 {
-		return inv
-	}
+func undoSelection(op *Op, paths, exclude []string) []tree.Change {
 	sels, err := tree.ParseSelectors(paths)
 	if err != nil {
 		return nil
 	}
-	return tree.Select(inv, sels)
+	excl, err := tree.ParseSelectors(exclude)
+	if err != nil {
+		return nil
+	}
+	return excludeChanges(tree.Select(op.inverse(), sels), excl)
 }
 
 // Op finds an op by id or unique prefix.
@@ -226,6 +226,9 @@ type UndoOptions struct {
 	// Paths are selectors: only the paths of the op they select are taken
 	// back (all of them when empty). Each must select a path of the op.
 	Paths []string
+	// Exclude selectors leave paths of the op as they are; each must
+	// select a path of the op.
+	Exclude []string
 }
 
 // Undo reverses op ref as a new op: every path it wrote gets back what it
@@ -246,6 +249,10 @@ func (w *Workspace) UndoWith(ctx context.Context, ref string, opts UndoOptions) 
 	if err != nil {
 		return nil, err
 	}
+	excl, err := parseExcludes(opts.Exclude)
+	if err != nil {
+		return nil, err
+	}
 	op, err := w.Op(ctx, ref)
 	if err != nil {
 		return nil, err
@@ -261,7 +268,7 @@ func (w *Workspace) UndoWith(ctx context.Context, ref string, opts UndoOptions) 
 	if op.UndoneBy != "" {
 		return nil, &Error{Code: CodeAlreadyUndone, Message: fmt.Sprintf("op %s was already undone by %s", op.ID, op.UndoneBy)}
 	}
-	inverse, err := w.undoChanges(ctx, op, sels)
+	inverse, err := w.undoChanges(ctx, op, sels, excl)
 	if err != nil {
 		return nil, err
 	}
@@ -292,7 +299,7 @@ func (w *Workspace) UndoWith(ctx context.Context, ref string, opts UndoOptions) 
 		return res, nil
 	}
 	opID := newID("op", w.now())
-	body, err := json.Marshal(opBody{Stage: op.Tx, Paths: nonNil(opts.Paths), Written: res.Written, ChangesetDigest: tree.ChangesetDigest(todo), Changes: opChanges(todo), Undoes: op.ID})
+	body, err := json.Marshal(opBody{Stage: op.Tx, Paths: nonNil(opts.Paths), Exclude: opts.Exclude, Written: res.Written, ChangesetDigest: tree.ChangesetDigest(todo), Changes: opChanges(todo), Undoes: op.ID})
 	if err != nil {
 		return nil, AsError(err)
 	}

@@ -94,20 +94,22 @@ func newShowCommand(g *globals) *cobra.Command {
 func newUndoCommand(g *globals) *cobra.Command {
 	var opts wtx.UndoOptions
 	cmd := &cobra.Command{
-		Use:   "undo OP [--path SEL]...",
+		Use:   "undo OP [--path SEL]... [--exclude SEL]...",
 		Short: "Reverse an applied op, or part of it",
 		Long: `Reverse op OP as a new op: every path it wrote gets back what it held
 before, all or nothing, through the same journaled protocol as an apply. If any
 of those paths changed since OP wrote it, nothing is changed and the paths are
 listed (exit 2), each with the later op that wrote it, if one did.
 
-With --path, only the paths of OP that the selectors select are taken back:
+With --path, only the paths of OP that the selectors select are taken back
+(--exclude leaves what it selects out):
 all or nothing for them, with the same checks, recorded as an op of its own
 with its own receipt. A selector that selects no path of OP is an error. The
 rest of OP stays as it is; a later undo of OP takes back what is left.`,
 		Example: `  wtx log
   wtx undo op-20261130T081500Z-1a2b3c4d
-  wtx undo op-20261130T081500Z-1a2b3c4d --path src/main.go`,
+  wtx undo op-20261130T081500Z-1a2b3c4d --path src/main.go
+  wtx undo op-20261130T081500Z-1a2b3c4d --exclude .git/index`,
 		Args: exactlyOne("op"),
 		RunE: func(c *cobra.Command, args []string) error {
 			ctx := c.Context()
@@ -134,7 +136,7 @@ rest of OP stays as it is; a later undo of OP takes back what is left.`,
 			}
 			fmt.Fprintln(g.io.Out, res.OpID)
 			part := ""
-			if len(opts.Paths) > 0 {
+			if len(opts.Paths) > 0 || len(opts.Exclude) > 0 {
 				part = " in part"
 			}
 			g.notice("wtx: undid %s%s (%d path(s)) as %s", res.Undoes, part, len(res.Written), res.OpID)
@@ -142,6 +144,7 @@ rest of OP stays as it is; a later undo of OP takes back what is left.`,
 		},
 	}
 	cmd.Flags().StringArrayVar(&opts.Paths, "path", nil, "take back only the paths of OP under `SEL` (repeatable)")
+	cmd.Flags().StringArrayVar(&opts.Exclude, "exclude", nil, "leave the paths of OP under `SEL` as they are (repeatable)")
 	return cmd
 }
 
