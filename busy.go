@@ -269,8 +269,16 @@ func (s *Stage) unfinishedRuns(ctx context.Context) ([]TxOp, error) {
 		if r.Kind != "run" {
 			continue
 		}
+		// The status first: a run's body carries every file it changed,
+		// and only a running one is decoded whole.
+		var head struct {
+			Status string `json:"status"`
+		}
+		if json.Unmarshal(r.Body, &head) != nil || head.Status != RunRunning {
+			continue
+		}
 		var op TxOp
-		if json.Unmarshal(r.Body, &op) != nil || op.Status != RunRunning {
+		if json.Unmarshal(r.Body, &op) != nil {
 			continue
 		}
 		op.Seq = r.Seq
