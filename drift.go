@@ -49,6 +49,30 @@ func (d DriftEntry) MarshalJSON() ([]byte, error) {
 	return json.Marshal(driftEntryJSON{jsonname.Text(d.Path), jsonname.B64(d.Path), d.Kind, d.Stale, d.Base, d.Current, d.Shown, d.Note})
 }
 
+// DriftUnknown is the base of a drift entry whose base digest was never
+// taken (a lazy view hashes only what it must).
+const DriftUnknown = "unknown"
+
+// opBefore is the digest the stage's first op that touched p found there
+// ("absent" when it found nothing), or "" when no op recorded it.
+func opBefore(ops []TxOp, p string) string {
+	for _, op := range ops {
+		for _, f := range op.Files {
+			if f.Path != p {
+				continue
+			}
+			switch {
+			case f.Before == nil:
+				return "absent"
+			case f.Before.Type == "file" && f.Before.Digest != "":
+				return f.Before.Digest
+			}
+			return ""
+		}
+	}
+	return ""
+}
+
 // Notes of a drift entry that has no diff.
 const (
 	DriftBaseUnknown = "the stage's base content of this path is not kept (only its digest): the workspace's change cannot be shown"
@@ -90,13 +114,18 @@ func (s *Stage) WriteDrift(ctx context.Context, w io.Writer, paths []string, opt
 		e := DriftEntry{Path: c.Path, Kind: c.Kind, Stale: stale, Base: c.Base, Current: orAbsent(c.Current)}
 		if e.Base == "" && !stale {
 			// A drift conflict names what the workspace holds now; what the
-			// stage is based on is in its base manifest.
-			e.Base = "absent"
-			if be := cs.base.Lookup(c.Path); be != nil {
+			// stage is based on is in its base manifest, or, where the base
+			// was not hashed (a lazy view), in what its first op found.
+			if be := cs.base.Lookup(c.Path); be == nil {
+				e.Base = "absent"
+			} else if be.Type != tree.File {
+				e.Base = be.Type.String()
+			} else if be.Digest != "" {
 				e.Base = be.Digest
-				if be.Type != tree.File {
-					e.Base = be.Type.String()
-				}
+			} else if d := opBefore(ops, c.Path); d != "" {
+				e.Base = d
+			} else {
+				e.Base = DriftUnknown
 			}
 		}
 		e.Base = orAbsent(e.Base)
@@ -143,6 +172,9 @@ func orAbsent(d string) string {
 // why there is none.
 func (s *Stage) driftDiff(root *fsx.Root, cs *ChangeSet, ops []TxOp, e DriftEntry) (textdiff.FileDiff, string, error) {
 	fd := textdiff.FileDiff{Path: e.Path}
+	if e.Base == DriftUnknown {
+		return fd, DriftBaseUnknown, nil
+	}
 	if e.Base != "absent" {
 		if !isDigest(e.Base) {
 			return fd, DriftNotFile, nil
