@@ -97,9 +97,9 @@ func x002(t *testing.T, failpoints bool, env []string) (taken []string) {
 
 	alts := inTransit(bundle)
 	alts = append(alts,
-		resealed(t, bundle, "content", "fixed\") }", false),          // a file's new content
+		resealed(t, bundle, "content", "fixed\")", false),            // a file's new content
 		resealed(t, bundle, "receipt", `"kind":"run"`, false),        // the receipt
-		resealed(t, bundle, "odd name", "odd, changed\n", false),     // content under a non-UTF-8 name
+		resealed(t, bundle, "odd name", ", changed", false),          // content under a non-UTF-8 name
 		resealed(t, bundle, "exit code", `"exit_code":0`, false),     // the receipt's command status
 		resealed(t, bundle, "command", `"command":["sh"`, false),     // the receipt's command
 		resealed(t, bundle, "new content", "package new\n", false),   // an added file
