@@ -32,6 +32,9 @@ ops with 'wtx undo' for that).`,
   T=$(wtx begin --at op-20261130T081500Z-1a2b3c4d)`,
 		Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, args []string) error {
+			if c.Flags().Changed("at") && begin.At == "" {
+				return &wtx.Error{Code: wtx.CodeUsage, Message: "--at needs an op id (see 'wtx log')"}
+			}
 			ws, err := g.open(c.Context())
 			if err != nil {
 				return err

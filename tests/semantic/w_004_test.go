@@ -210,7 +210,7 @@ func TestW004_ApplyAtOpGoesThroughTheChecks(t *testing.T) {
 	}
 }
 
-// TestW004_BeginAtRefuses: an unknown op, and an op whose later ops'
+// TestW004_BeginAtRefuses: an unknown op, an empty --at, and an op whose later ops'
 // pre-images were collected (gc --prune-history), are refused with their
 // codes, leaving no stage and the workspace as it was.
 func TestW004_BeginAtRefuses(t *testing.T) {
@@ -218,6 +218,10 @@ func TestW004_BeginAtRefuses(t *testing.T) {
 	r := e.run("--json", "begin", "--at", "op-20000101T000000Z-00000000", "--backend", "copy")
 	if a := e.answer(r); r.code != 1 || a.Error.Code != "not-found.op" {
 		t.Errorf("begin --at an unknown op: want not-found.op, got exit %d: %s", r.code, r.stdout)
+	}
+	r = e.run("--json", "begin", "--at", "", "--backend", "copy")
+	if a := e.answer(r); r.code != 1 || a.Error.Code != "usage.invalid" {
+		t.Errorf("begin --at \"\": want usage.invalid, got exit %d: %s", r.code, r.stdout)
 	}
 	e.must("drop", "--all")
 	e.must("gc", "--prune-history", "--older-than", "0")
