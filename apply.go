@@ -147,8 +147,7 @@ func (s *Stage) apply(ctx context.Context, opts ApplyOptions) (res *ApplyResult,
 		res.Changes, res.ChangesetDigest, res.Counts = cs.Changes, cs.Digest, cs.Counts
 	}
 	if len(cs.Special) > 0 {
-		return nil, &Error{Code: CodeSpecialFile,
-			Message: fmt.Sprintf("the stage holds %d FIFO, socket or device file(s), which wtx never applies: %v; remove them in the stage or leave them out with --path", len(cs.Special), cs.Special)}
+		return nil, specialError(s, cs.Special)
 	}
 	for i := range cs.changes {
 		if reservedPath(cs.changes[i].Path) {

@@ -321,3 +321,19 @@ func (w *Workspace) undoRefusal(ctx context.Context, op *Op, inverse []tree.Chan
 	}
 	return &Error{Code: CodeTargetChanged, Message: msg, Conflicts: conflicts, Repairs: repairs}
 }
+
+// specialError refuses an apply whose selection holds FIFOs, sockets or
+// devices, which wtx never applies; the repair leaves them out.
+func specialError(s *Stage, special []string) *Error {
+	var ex strings.Builder
+	names := make([]string, len(special))
+	for i, p := range special {
+		names[i] = quote.Path(p)
+		if i < 8 {
+			ex.WriteString(" --exclude " + shellQuote(LiteralSelector(p)))
+		}
+	}
+	return &Error{Code: CodeSpecialFile,
+		Message: fmt.Sprintf("the stage holds %d FIFO, socket or device file(s), which wtx never applies: %s; remove them in the stage or leave them out of the apply", len(special), strings.Join(names, ", ")),
+		Repairs: []Repair{{Action: "exclude", Detail: "apply the rest; they stay in the stage", Command: "wtx apply " + s.ID() + ex.String()}}}
+}
