@@ -56,6 +56,10 @@ With --apply-on-success, exit status 0 applies the whole change set (every
 check of 'wtx apply' still runs) and any other status drops the stage. When
 that apply is refused, the stage is kept for review and wtx exits 2.
 
+With --json, stdout carries wtx's one JSON answer and nothing else: CMD's
+standard output goes to standard error instead (with CMD's own stderr),
+unchanged. Redirect it inside the command to keep it apart.
+
 EXIT STATUS
   CMD's own status (128+N when signal N killed it); 125 when wtx itself
   failed, 126 when CMD cannot be executed, 127 when it is not found; 2 when
