@@ -244,6 +244,7 @@ type BeginIn struct {
 	Protect    []string `json:"protect,omitempty" jsonschema:"selectors whose changes need a person's approval at apply"`
 	ProtectB64 []string `json:"protect_b64,omitempty" jsonschema:"the protect selectors' exact bytes, base64 (instead of protect)"`
 	Backend    string   `json:"backend,omitempty" jsonschema:"auto (the default), overlay, clone or copy"`
+	At         string   `json:"at,omitempty" jsonschema:"an op id (or unique prefix): the stage's view is the workspace as it was right after that op, later ops set back in the view only"`
 }
 
 // BeginOut answers begin: the command line's answer.
@@ -263,11 +264,20 @@ func (h *handlers) begin(ctx context.Context, _ *mcp.CallToolRequest, in BeginIn
 		return nil, BeginOut{}, h.fail("begin", "", err)
 	}
 	defer ws.Close()
-	st, err := ws.Begin(ctx, wtx.BeginOptions{Name: in.Name, Exclude: exclude, Protect: protect, Backend: in.Backend})
+	st, err := ws.Begin(ctx, wtx.BeginOptions{Name: in.Name, Exclude: exclude, Protect: protect, Backend: in.Backend, At: in.At})
 	if err != nil {
 		return nil, BeginOut{}, h.fail("begin", "", err)
 	}
-	return nil, BeginOut{Tx: st.ID(), Name: st.Name(), Backend: st.Backend(), BackendSkipped: answer.OrEmpty(st.Skipped()), BaseDigest: st.BaseDigest()}, nil
+	out := BeginOut{Tx: st.ID(), Name: st.Name(), Backend: st.Backend(), BackendSkipped: answer.OrEmpty(st.Skipped()), BaseDigest: st.BaseDigest()}
+	if st.At() != "" {
+		setBack, err := st.Reversed()
+		if err != nil {
+			return nil, BeginOut{}, h.fail("begin", "", err)
+		}
+		n := len(setBack)
+		out.At, out.SetBack = st.At(), &n
+	}
+	return nil, out, nil
 }
 
 // PathIn names a file of a stage.

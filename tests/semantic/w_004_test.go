@@ -239,3 +239,26 @@ func TestW004_BeginAtRefuses(t *testing.T) {
 	// The last op has no later op: nothing to set back, nothing missing.
 	e.must("begin", "--at", ops[2], "--backend", "copy")
 }
+
+// TestW004_MCPBeginAt: the MCP begin tool opens a stage at a past op too,
+// and reads back the staged file as it was right after the op; an unknown
+// op is refused with its code.
+func TestW004_MCPBeginAt(t *testing.T) {
+	e, ops, _ := w004Env(t, "", false)
+	s := startMCP(t, e.bin, e.ws, e.st, nil)
+	var b w004Begin
+	s.call("begin", map[string]any{"at": ops[0], "backend": "copy"}).decode(t, &b)
+	if b.At != ops[0] || b.SetBack == 0 {
+		t.Fatalf("begin at %s answered at %q, %d path(s) set back", ops[0], b.At, b.SetBack)
+	}
+	var rd struct {
+		Content string `json:"content"`
+	}
+	s.call("read", map[string]any{"tx": b.Tx, "path": "a.txt"}).decode(t, &rd)
+	if want := "one\n2\n3\n4\n5\n6\n7\n8\n"; rd.Content != want {
+		t.Errorf("a.txt in a stage at %s: %q, want %q", ops[0], rd.Content, want)
+	}
+	if code := s.call("begin", map[string]any{"at": "op-20000101T000000Z-00000000"}).errorCode(); code != "not-found.op" {
+		t.Errorf("begin at an unknown op: code %q, want not-found.op", code)
+	}
+}
