@@ -120,11 +120,7 @@ func (s *Stage) apply(ctx context.Context, opts ApplyOptions) (res *ApplyResult,
 	if err != nil {
 		return nil, err
 	}
-	appliedIn, err := s.appliedIn(ctx, cs)
-	if err != nil {
-		return nil, err
-	}
-	res = &ApplyResult{Changes: cs.Changes, ChangesetDigest: cs.Digest, Counts: cs.Counts, DryRun: opts.DryRun, AppliedIn: appliedIn}
+	res = &ApplyResult{Changes: cs.Changes, ChangesetDigest: cs.Digest, Counts: cs.Counts, DryRun: opts.DryRun}
 	defer func() {
 		if err != nil && !opts.DryRun {
 			if e := AsError(err); e.ExitCode() == 2 {
@@ -136,6 +132,12 @@ func (s *Stage) apply(ctx context.Context, opts ApplyOptions) (res *ApplyResult,
 		return nil, &Error{Code: CodeChangedSinceReview,
 			Message: fmt.Sprintf("the selected change set of %s changed since it was reviewed (expected %s, now %s)", s.ID(), opts.Expect, cs.Digest),
 			Repairs: []Repair{{Action: "review", Detail: "look at the change set again", Command: "wtx diff " + s.ID()}}}
+	}
+	// A selector that matches nothing is an error, unless what it names
+	// was applied already (checked after --expect: what was reviewed is
+	// the first question).
+	if res.AppliedIn, err = s.appliedIn(ctx, cs); err != nil {
+		return nil, err
 	}
 	var partial map[string]bool
 	if len(opts.Hunks) > 0 {

@@ -212,8 +212,11 @@ func (m reviewModel) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 		m.mode = modeBrowse
 		if msg.err != nil {
 			m.status = "apply refused: " + errMessage(msg.err)
-			if e := wtx.AsError(msg.err); e.Code == wtx.CodeProtected {
+			switch wtx.AsError(msg.err).Code {
+			case wtx.CodeProtected:
 				m.status += "; p approves them, s skips them"
+			case wtx.CodeChangedSinceReview:
+				m.status = "apply refused: the selection changed since it was reviewed; nothing was written"
 			}
 			return m, m.load
 		}

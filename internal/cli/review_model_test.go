@@ -225,3 +225,18 @@ func TestReviewListSearchJumpsHints(t *testing.T) {
 		}
 	}
 }
+
+// A file of the selection shown that left the change set meanwhile makes
+// the review's apply refuse as changed since it was reviewed, writing
+// nothing.
+func TestReviewApplyAfterAFileLeft(t *testing.T) {
+	ws, st := stageWith(t, map[string]string{"a.txt": "a\n", "b.txt": "b\n"}, map[string]string{"a.txt": "A\n", "b.txt": "B\n"})
+	m := sized(t, st, 80, 24)
+	if _, err := st.Write(context.Background(), "b.txt", []byte("b\n"), wtx.WriteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	m = drive(t, m, "A", "y")
+	if v := screen(m); !strings.Contains(v, "changed since it was reviewed") || read(t, ws, "a.txt") != "a\n" {
+		t.Errorf("the apply should be refused as changed since review, a.txt unwritten:\n%s", v)
+	}
+}
