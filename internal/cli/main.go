@@ -43,7 +43,9 @@ type globals struct {
 	json    bool
 	quiet   bool
 	noColor bool
-	getenv  func(string) string
+	// showVersion is wtx --version.
+	showVersion bool
+	getenv      func(string) string
 
 	// meter holds the library's latest progress report (see longWork).
 	meter meter
@@ -302,6 +304,13 @@ EXIT STATUS
 	pf.BoolVar(&g.json, "json", false, "print one JSON object on stdout")
 	pf.BoolVarP(&g.quiet, "quiet", "q", false, "print no notices or summaries")
 	pf.BoolVar(&g.noColor, "no-color", false, "never colour output")
+	root.Flags().BoolVar(&g.showVersion, "version", false, "print the version, commit and Go version of this build")
+	root.RunE = func(c *cobra.Command, args []string) error {
+		if g.showVersion {
+			return g.printVersion()
+		}
+		return c.Help()
+	}
 	root.AddGroup(
 		&cobra.Group{ID: "stage", Title: "Stage a command and land its change:"},
 		&cobra.Group{ID: "agent", Title: "Per-file transactions (for coding agents):"},
@@ -318,6 +327,7 @@ EXIT STATUS
 		newForkCommand(g), newExportCommand(g), newImportCommand(g))
 	group("agent", newReadCommand(g), newWriteCommand(g), newEditCommand(g), newRmCommand(g),
 		newRebaseCommand(g), newDropOpCommand(g), newBatchCommand(g), newMCPCommand(g), newFlowCommand(g))
+	root.AddCommand(newVersionCommand(g), newGenDocsCommand(g))
 	group("history", newLogCommand(g), newShowCommand(g), newUndoCommand(g), newRecoverCommand(g),
 		newReceiptCommand(g), newGCCommand(g), newFsckCommand(g))
 	root.InitDefaultCompletionCmd()

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"github.com/wtx-dev/wtx/internal/buildinfo"
 	"io"
 	"log/slog"
 	"os"
@@ -10,9 +11,6 @@ import (
 	"github.com/wtx-dev/wtx"
 	"github.com/wtx-dev/wtx/internal/mcpserve"
 )
-
-// Version is wtx's version as reported to MCP clients.
-var Version = "0.1.0-dev"
 
 func newMCPCommand(g *globals) *cobra.Command {
 	var allowApprove, proposeOnly bool
@@ -72,7 +70,7 @@ or in a JSON configuration:
 				return &wtx.Error{Code: wtx.CodeUsage, Message: "--allow-approve and --propose-only exclude each other: a server that cannot apply has nothing to approve"}
 			}
 			cfg := mcpserve.Config{Dir: dir, Options: wtx.Options{StateDir: sd, Home: g.home(),
-				InStage: wtx.InStage{Tx: g.getenv("WTX_TX"), Workspace: g.getenv("WTX_WORKSPACE")}}, Version: Version,
+				InStage: wtx.InStage{Tx: g.getenv("WTX_TX"), Workspace: g.getenv("WTX_WORKSPACE")}}, Version: buildinfo.Read().Version,
 				AllowApprove: allowApprove, ProposeOnly: proposeOnly,
 				Log: slog.New(slog.NewTextHandler(g.io.Err, &slog.HandlerOptions{Level: slog.LevelWarn}))}
 			in, out := readCloser(g.io.In), writeCloser(g.io.Out)
