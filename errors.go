@@ -30,6 +30,7 @@ const (
 	CodeMountPoint           = "precondition.mount-point"
 	CodeAmbiguousStage       = "usage.ambiguous-stage"
 	CodeNameTaken            = "usage.name-taken"
+	CodeProjectFile          = "usage.project-file" // the workspace's .wtx.toml cannot be used
 	CodeStageNotFound        = "not-found.stage"
 	CodeOpNotFound           = "not-found.op"
 	CodeCommandNotFound      = "not-found.command"

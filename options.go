@@ -23,6 +23,15 @@ type Options struct {
 	// view's path, its mount, and the stage's supervising process (whose
 	// environment, not the caller's, it then reads from /proc).
 	InStage InStage
+	// Discover treats the directory given to Open as where the caller
+	// stands rather than as the workspace: the workspace is the nearest
+	// directory at or above it that the state root knows as a workspace
+	// with stages (a subdirectory that is one wins over its parent), else
+	// the root of the enclosing git repository (a directory holding .git),
+	// else the directory itself. A repository root that could not be a
+	// workspace (the home directory, one holding the state root) is passed
+	// over. Workspace.Found says which.
+	Discover bool
 	// NoRecover skips the recovery of interrupted applies that Open
 	// otherwise runs first (for a caller that recovers explicitly).
 	NoRecover bool

@@ -35,6 +35,9 @@ type RunOptions struct {
 	// Wait waits for the processes the command leaves running instead of
 	// stopping them when it ends.
 	Wait bool
+	// Dir is the command's working directory, relative to the view's root
+	// (as the caller's directory is to the workspace); "" is the root.
+	Dir string
 }
 
 // RunResult reports a command run in a stage.
@@ -133,12 +136,16 @@ func (s *Stage) Run(ctx context.Context, argv []string, opts RunOptions) (*RunRe
 	if err := s.checkUsable(); err != nil {
 		return nil, err
 	}
+	if opts.Dir != "" && (filepath.IsAbs(opts.Dir) || !filepath.IsLocal(opts.Dir)) {
+		return nil, errorf(CodeUsage, "run directory %q must be relative to the workspace and inside it", opts.Dir)
+	}
 	v, err := s.view(ctx)
 	if err != nil {
 		return nil, err
 	}
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Err = nil // resolved below, relative to the view
+	cmd.Dir = opts.Dir
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = opts.Stdin, opts.Stdout, opts.Stderr
 	cmd.Env = append(append([]string(nil), opts.Env...), "WTX_TX="+s.ID(), "WTX_WORKSPACE="+s.ws.path)
 	if !strings.Contains(argv[0], "/") {

@@ -34,6 +34,10 @@ type Workspace struct {
 	onProgress func(Progress)
 	// recovered reports what Open's recovery did, if it ran.
 	recovered *RecoverResult
+	// from is the directory Open was given; found says how path was found
+	// from it.
+	from  string
+	found Found
 }
 
 // Recovered returns what Open's recovery of interrupted applies did, or nil
@@ -58,13 +62,8 @@ func Open(ctx context.Context, dir string, opts Options) (*Workspace, error) {
 	if err := checkInsideStage(path, stateDir, opts.InStage); err != nil {
 		return nil, err
 	}
-	if within(stateDir, path) || sameDirAbove(stateDir, path) {
-		return nil, &Error{Code: CodeStateInWorkspace,
-			Message: fmt.Sprintf("state root %s is inside the workspace %s: wtx never writes into the workspace; set WTX_STATE_DIR to a directory outside it", stateDir, path)}
-	}
-	if within(path, stateDir) || sameDirAbove(path, stateDir) {
-		return nil, &Error{Code: CodeStateInWorkspace,
-			Message: fmt.Sprintf("workspace %s is inside the state root %s", path, stateDir)}
+	if err := checkStateApart(path, stateDir); err != nil {
+		return nil, err
 	}
 	if err := prepareStateRoot(stateDir); err != nil {
 		return nil, err
@@ -85,7 +84,16 @@ func Open(ctx context.Context, dir string, opts Options) (*Workspace, error) {
 		db.Close()
 		return nil, stateIOError(stateDir, "open the blob store", err)
 	}
+	from, found := path, FoundGiven
+	if opts.Discover {
+		if path, found, err = discover(ctx, db, path, stateDir, opts); err != nil {
+			db.Close()
+			return nil, err
+		}
+	}
 	w := &Workspace{
+		from:     from,
+		found:    found,
 		path:     path,
 		id:       workspaceID(path),
 		stateDir: stateDir,
@@ -156,6 +164,20 @@ func (w *Workspace) stageDir(id string) string {
 func workspaceID(path string) string {
 	sum := sha256.Sum256([]byte(path))
 	return hex.EncodeToString(sum[:8])
+}
+
+// checkStateApart refuses a workspace that holds the state root or lies
+// inside it.
+func checkStateApart(path, stateDir string) error {
+	if within(stateDir, path) || sameDirAbove(stateDir, path) {
+		return &Error{Code: CodeStateInWorkspace,
+			Message: fmt.Sprintf("state root %s is inside the workspace %s: wtx never writes into the workspace; set WTX_STATE_DIR to a directory outside it", stateDir, path)}
+	}
+	if within(path, stateDir) || sameDirAbove(path, stateDir) {
+		return &Error{Code: CodeStateInWorkspace,
+			Message: fmt.Sprintf("workspace %s is inside the state root %s", path, stateDir)}
+	}
+	return nil
 }
 
 // canonicalWorkspace makes dir absolute with symlinks resolved and checks

@@ -44,6 +44,8 @@ type globals struct {
 	quiet   bool
 	noColor bool
 	// showVersion is wtx --version.
+	// noProject ignores the workspace's .wtx.toml (--no-project).
+	noProject bool
 	showVersion bool
 	getenv      func(string) string
 
@@ -220,7 +222,8 @@ func (g *globals) home() string {
 	return h
 }
 
-// open opens the workspace named by -C (default: the current directory).
+// open opens the workspace named by -C, or else the one found from the
+// current directory (wtx.Options.Discover).
 func (g *globals) open(ctx context.Context) (*wtx.Workspace, error) {
 	dir := g.dir
 	if dir == "" {
@@ -233,7 +236,10 @@ func (g *globals) open(ctx context.Context) (*wtx.Workspace, error) {
 	if err != nil {
 		return nil, err
 	}
-	ws, err := wtx.Open(ctx, dir, wtx.Options{StateDir: sd, Home: g.home(), NoRecover: g.noRecover, Progress: g.meter.report,
+	// Without -C, the current directory is where the user stands: the
+	// workspace is found from it, as git finds the repository. -C names
+	// the workspace itself.
+	ws, err := wtx.Open(ctx, dir, wtx.Options{StateDir: sd, Home: g.home(), NoRecover: g.noRecover, Progress: g.meter.report, Discover: g.dir == "",
 		InStage: wtx.InStage{Tx: g.getenv("WTX_TX"), Workspace: g.getenv("WTX_WORKSPACE")}})
 	if err != nil {
 		return nil, err

@@ -65,6 +65,8 @@ or in a JSON configuration:
 			if err != nil {
 				return err
 			}
+			// The server keeps to the workspace found now.
+			dir = ws.Path()
 			ws.Close()
 			if allowApprove && proposeOnly {
 				return &wtx.Error{Code: wtx.CodeUsage, Message: "--allow-approve and --propose-only exclude each other: a server that cannot apply has nothing to approve"}

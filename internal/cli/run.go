@@ -75,12 +75,13 @@ EXIT STATUS
 				return usageError{msg: "wtx run needs a command: wtx run -- CMD [ARG...]"}
 			}
 			confine := wtx.RunOptions{ReadOnly: readOnly, NoNetwork: noNetwork, SettleEmpty: !keep && tx == "", Wait: wait}
-			return runRun(c.Context(), g, begin, tx, applyOnSuccess, confine, args)
+			return runRun(c, g, begin, tx, applyOnSuccess, confine, args)
 		},
 	}
 	f := cmd.Flags()
 	f.SetInterspersed(false)
 	addStageFlags(f, &begin)
+	g.addProjectFlag(f)
 	f.StringVar(&tx, "tx", "", "run in the open stage `T` instead of a new one")
 	f.BoolVar(&applyOnSuccess, "apply-on-success", false, "apply the whole change set if CMD exits 0, drop the stage otherwise")
 	f.BoolVar(&keep, "keep", false, "keep a new stage open even when CMD leaves its change set empty")
@@ -92,13 +93,19 @@ EXIT STATUS
 
 // runRun runs argv in stage tx, or in a new stage. Of confine, only the
 // ReadOnly, NoNetwork, SettleEmpty and Wait switches are used.
-func runRun(ctx context.Context, g *globals, begin wtx.BeginOptions, tx string, applyOnSuccess bool, confine wtx.RunOptions, argv []string) error {
+func runRun(c *cobra.Command, g *globals, begin wtx.BeginOptions, tx string, applyOnSuccess bool, confine wtx.RunOptions, argv []string) error {
+	ctx := c.Context()
 	ws, err := g.open(ctx)
 	if err != nil {
 		return err
 	}
 	defer ws.Close()
-	if err := wtx.LookCommand(ws.Path(), argv[0]); err != nil {
+	// The command runs where the user stands: in the view's copy of the
+	// current directory.
+	if rel := relFrom(ws); rel != "." {
+		confine.Dir = rel
+	}
+	if err := wtx.LookCommand(ws.From(), argv[0]); err != nil {
 		return err
 	}
 	var st *wtx.Stage
@@ -107,6 +114,9 @@ func runRun(ctx context.Context, g *globals, begin wtx.BeginOptions, tx string, 
 			return err
 		}
 	} else {
+		if err := g.withProject(c, ws, &begin); err != nil {
+			return err
+		}
 		work := g.longWork("staging")
 		st, err = ws.Begin(ctx, begin)
 		work.end()
@@ -123,7 +133,7 @@ func runRun(ctx context.Context, g *globals, begin wtx.BeginOptions, tx string, 
 	runCtx := context.WithoutCancel(ctx)
 	res, err := st.Run(runCtx, argv, wtx.RunOptions{
 		Stdin: g.io.In, Stdout: cmdStdout(g), Stderr: g.io.Err, Env: os.Environ(), Signals: sigs,
-		ReadOnly: confine.ReadOnly, NoNetwork: confine.NoNetwork, SettleEmpty: confine.SettleEmpty, Wait: confine.Wait,
+		ReadOnly: confine.ReadOnly, NoNetwork: confine.NoNetwork, SettleEmpty: confine.SettleEmpty, Wait: confine.Wait, Dir: confine.Dir,
 	})
 	if err != nil {
 		if tx == "" {

@@ -45,7 +45,7 @@ root of a private user namespace: files it creates belong to you.`,
 			defer signal.Stop(sigs)
 			res, err := st.Run(ctx, []string{sh}, wtx.RunOptions{
 				Stdin: g.io.In, Stdout: g.io.Out, Stderr: g.io.Err, Env: os.Environ(), Signals: sigs,
-				ReadOnly: readOnly, NoNetwork: noNetwork,
+				ReadOnly: readOnly, NoNetwork: noNetwork, Dir: runDir(ws),
 			})
 			if err != nil {
 				return err

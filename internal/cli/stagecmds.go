@@ -9,6 +9,7 @@ import (
 
 	"github.com/wtx-dev/wtx"
 	"github.com/wtx-dev/wtx/internal/answer"
+	"github.com/wtx-dev/wtx/internal/project"
 	"github.com/wtx-dev/wtx/internal/quote"
 )
 
@@ -40,6 +41,9 @@ ops with 'wtx undo' for that).`,
 				return err
 			}
 			defer ws.Close()
+			if err := g.withProject(c, ws, &begin); err != nil {
+				return err
+			}
 			work := g.longWork("staging")
 			st, err := ws.Begin(c.Context(), begin)
 			work.end()
@@ -68,6 +72,7 @@ ops with 'wtx undo' for that).`,
 	}
 	addStageFlags(cmd.Flags(), &begin)
 	cmd.Flags().StringVar(&begin.At, "at", "", "open the stage on the workspace as it was right after op `OP` (later ops set back in the view)")
+	g.addProjectFlag(cmd.Flags())
 	return cmd
 }
 
@@ -200,10 +205,16 @@ may be left out when the workspace has exactly one open stage.`,
 			if err != nil {
 				return err
 			}
+			proj, err := project.Load(ws.Path())
+			if err != nil {
+				return err
+			}
 			if g.json {
-				return g.emit("status", s)
+				return answer.Write(g.io.Out, answer.StatusOK, "status", s,
+					answer.StatusContext{Workspace: workspaceOf(ws), Project: answer.NewProject(proj)})
 			}
 			w := g.io.Out
+			printWorkspace(w, ws, proj)
 			name := ""
 			if s.Name != "" {
 				name = " (" + s.Name + ")"

@@ -312,6 +312,9 @@ before the stage opens: one under --exclude (refusal.boundary) or starting with
 				return err
 			}
 			defer ws.Close()
+			if err := g.withProject(c, ws, &begin); err != nil {
+				return err
+			}
 			r, err := ws.Batch(c.Context(), items, begin, apply)
 			if err != nil {
 				return err
@@ -327,6 +330,7 @@ before the stage opens: one under --exclude (refusal.boundary) or starting with
 	f := cmd.Flags()
 	f.BoolVar(&atomic, "atomic", false, "apply all commands or none (required)")
 	addStageFlags(f, &begin)
+	g.addProjectFlag(f)
 	f.BoolVar(&apply.Approve, "approve", false, "allow changes under --protect selectors")
 	return cmd
 }

@@ -1,0 +1,90 @@
+package cli
+
+import (
+	"fmt"
+	"io"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+
+	"github.com/wtx-dev/wtx"
+	"github.com/wtx-dev/wtx/internal/answer"
+	"github.com/wtx-dev/wtx/internal/project"
+	"github.com/wtx-dev/wtx/internal/quote"
+)
+
+// addProjectFlag adds --no-project to a command that opens a stage.
+func (g *globals) addProjectFlag(fs *pflag.FlagSet) {
+	fs.BoolVar(&g.noProject, "no-project", false, "ignore the workspace's "+project.FileName+" (its excludes, protects and backend)")
+}
+
+// withProject gives a new stage the defaults of the workspace's project
+// file: its excludes and protects come first and the command line's are
+// added to them; its backend is used unless --backend is given.
+func (g *globals) withProject(c *cobra.Command, ws *wtx.Workspace, o *wtx.BeginOptions) error {
+	if g.noProject {
+		return nil
+	}
+	f, err := project.Load(ws.Path())
+	if err != nil || f == nil {
+		return err
+	}
+	if f.Backend != "" && !c.Flags().Changed("backend") {
+		o.Backend = f.Backend
+	}
+	o.Exclude = append(slices.Clone(f.Exclude), o.Exclude...)
+	o.Protect = append(slices.Clone(f.Protect), o.Protect...)
+	return nil
+}
+
+func workspaceOf(ws *wtx.Workspace) answer.Where {
+	return answer.NewWhere(ws.Path(), ws.Found().String(), relFrom(ws))
+}
+
+// relFrom is the directory wtx was started in, relative to the workspace.
+func relFrom(ws *wtx.Workspace) string {
+	rel, err := filepath.Rel(ws.Path(), ws.From())
+	if err != nil {
+		return "."
+	}
+	return rel
+}
+
+// printWorkspace writes status's first lines: the workspace (and where in
+// it wtx was started) and the project file's defaults.
+func printWorkspace(w io.Writer, ws *wtx.Workspace, f *project.File) {
+	line := "workspace " + quote.Path(ws.Path())
+	if rel := relFrom(ws); rel != "." {
+		line += " (you are in " + quote.Path(rel) + "; paths are relative to the workspace)"
+	}
+	fmt.Fprintln(w, line)
+	if f == nil {
+		return
+	}
+	var parts []string
+	if f.Backend != "" {
+		parts = append(parts, "backend "+f.Backend)
+	}
+	if len(f.Exclude) > 0 {
+		parts = append(parts, "exclude "+joinList(quoteAll(f.Exclude)))
+	}
+	if len(f.Protect) > 0 {
+		parts = append(parts, "protect "+joinList(quoteAll(f.Protect)))
+	}
+	if len(parts) == 0 {
+		parts = append(parts, "no defaults")
+	}
+	fmt.Fprintf(w, "project  %s: %s\n", project.FileName, strings.Join(parts, "; "))
+}
+
+// runDir is the directory a command or shell starts in, relative to the
+// view's root: the view's copy of the current directory.
+func runDir(ws *wtx.Workspace) string {
+	if rel := relFrom(ws); rel != "." {
+		return rel
+	}
+	return ""
+}
