@@ -43,9 +43,9 @@ type globals struct {
 	json    bool
 	quiet   bool
 	noColor bool
-	// showVersion is wtx --version.
 	// noProject ignores the workspace's .wtx.toml (--no-project).
 	noProject bool
+	// showVersion is wtx --version.
 	showVersion bool
 	getenv      func(string) string
 

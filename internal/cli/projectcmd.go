@@ -5,7 +5,6 @@ import (
 	"io"
 	"path/filepath"
 	"slices"
-	"strings"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
@@ -64,20 +63,17 @@ func printWorkspace(w io.Writer, ws *wtx.Workspace, f *project.File) {
 	if f == nil {
 		return
 	}
-	var parts []string
-	if f.Backend != "" {
-		parts = append(parts, "backend "+f.Backend)
+	backend := "backend " + f.Backend
+	if f.Backend == "" {
+		backend = "no backend"
 	}
+	fmt.Fprintf(w, "project  %s (%s)\n", project.FileName, backend)
 	if len(f.Exclude) > 0 {
-		parts = append(parts, "exclude "+joinList(quoteAll(f.Exclude)))
+		fmt.Fprintf(w, "         exclude %s\n", joinList(quoteAll(f.Exclude)))
 	}
 	if len(f.Protect) > 0 {
-		parts = append(parts, "protect "+joinList(quoteAll(f.Protect)))
+		fmt.Fprintf(w, "         protect %s\n", joinList(quoteAll(f.Protect)))
 	}
-	if len(parts) == 0 {
-		parts = append(parts, "no defaults")
-	}
-	fmt.Fprintf(w, "project  %s: %s\n", project.FileName, strings.Join(parts, "; "))
 }
 
 // runDir is the directory a command or shell starts in, relative to the
