@@ -98,7 +98,7 @@ func (s *Stage) WriteDiff(ctx context.Context, w io.Writer, opts DiffOptions) (*
 		if err != nil {
 			return nil, err
 		}
-		return res, textdiff.WriteStatRows(w, rows, width)
+		return res, textdiff.WriteStatRowsColor(w, rows, width, opts.Color)
 	}
 	out := io.Writer(w)
 	var cw *textdiff.ColorWriter

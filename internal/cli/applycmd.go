@@ -2,6 +2,7 @@ package cli
 
 import (
 	"bytes"
+	"context"
 	"encoding/base64"
 	"fmt"
 	"strconv"
@@ -201,7 +202,7 @@ Paths that already hold their staged state are left alone: applying again is a
 no-op. When the whole change set has landed the stage is settled.
 
 With --hunks, only the chosen hunks of one text file (named by a single
---path) land: hunks are numbered from 1 in diff order, as
+--path, which may be left out when the stage changes only that file) land: hunks are numbered from 1 in diff order, as
 'wtx diff --hunks --path P' shows them. The file's base in the stage
 advances to exactly what landed, so the remaining hunks stay staged and are
 numbered afresh by the next diff. --expect is checked against the whole
@@ -220,19 +221,26 @@ EXIT STATUS
 			if all && len(opts.Paths) > 0 {
 				return usageError{msg: "--all and --path cannot be used together"}
 			}
-			if c.Flags().Changed("hunks") {
-				h, err := parseHunks(hunks, opts.Paths)
-				if err != nil {
-					return err
-				}
-				opts.Hunks = h
-			}
 			ctx := c.Context()
 			ws, st, err := g.stageFor(c, stageArg(args))
 			if err != nil {
 				return err
 			}
 			defer ws.Close()
+			if c.Flags().Changed("hunks") {
+				if len(opts.Paths) == 0 {
+					p, err := onlyChangedPath(ctx, st)
+					if err != nil {
+						return err
+					}
+					opts.Paths = []string{p}
+				}
+				h, err := parseHunks(hunks, opts.Paths)
+				if err != nil {
+					return err
+				}
+				opts.Hunks = h
+			}
 			work := g.longWork("applying")
 			res, err := st.Apply(ctx, opts)
 			work.end()
@@ -278,6 +286,19 @@ EXIT STATUS
 	f.StringVar(&hunks, "hunks", "", "apply only hunks `N,M`… (from 1, as 'wtx diff --hunks' numbers them) of the one --path")
 	f.BoolVar(&opts.IgnoreStaleReads, "ignore-stale-reads", false, "apply even if files the stage read changed in the workspace since")
 	return cmd
+}
+
+// onlyChangedPath is the path --hunks means without --path: the stage's
+// only change.
+func onlyChangedPath(ctx context.Context, st *wtx.Stage) (string, error) {
+	cs, err := st.Changes(ctx, nil)
+	if err != nil {
+		return "", err
+	}
+	if len(cs.Changes) != 1 {
+		return "", usageError{msg: fmt.Sprintf("--hunks needs --path naming one text file: %s changes %d paths", stageLabel(st.ID(), st.Name()), len(cs.Changes))}
+	}
+	return cs.Changes[0].Path, nil
 }
 
 // parseHunks reads --hunks N,M,… for the single file named by --path.

@@ -4,8 +4,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"strings"
-	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -16,14 +14,18 @@ import (
 )
 
 func newLogCommand(g *globals) *cobra.Command {
-	return &cobra.Command{
-		Use:   "log",
-		Short: "List the ops applied to the workspace",
+	var reverse, noPager bool
+	cmd := &cobra.Command{
+		Use:   "log [--reverse]",
+		Short: "List the ops applied to the workspace, newest first",
 		Example: `  wtx log
   wtx log --json | jq -r '.ops[].op_id'`,
-		Long: `List the workspace's ops, oldest first: every apply and undo that wrote
-something, with its stage, age, number of paths written, and whether it was
-undone. 'wtx show OP' shows one as a diff; 'wtx undo OP' reverses it.`,
+		Long: `List the workspace's ops, newest first (--reverse: oldest first): every apply
+and undo that wrote something, with when it happened, its stage (by name when
+it has one), the number of paths written, the command that made the stage's
+change, and whether it was undone. 'wtx show OP' shows one as a diff; 'wtx
+undo OP' reverses it. On a terminal the list goes through the pager, as
+'wtx diff' does. --json lists the ops oldest first, as they were recorded.`,
 		Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, args []string) error {
 			ctx := c.Context()
@@ -45,33 +47,33 @@ undone. 'wtx show OP' shows one as a diff; 'wtx undo OP' reverses it.`,
 				g.notice("wtx: no ops in %s yet", quote.Path(ws.Path()))
 				return nil
 			}
-			tw := tabwriter.NewWriter(g.io.Out, 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "OP\tKIND\tSTAGE\tAGE\tPATHS\tNOTE")
-			for _, op := range ops {
-				note := ""
-				switch {
-				case op.UndoneBy != "":
-					note = "undone by " + op.UndoneBy
-				case len(op.PartlyUndoneBy) > 0:
-					note = "partly undone by " + strings.Join(op.PartlyUndoneBy, ", ")
-				case op.Undoes != "":
-					note = "undoes " + op.Undoes
-				}
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\n", op.ID, op.Kind, op.Tx, age(time.Since(op.Created)), len(op.Written), note)
+			rows := logRows(ctx, ws, ops, reverse)
+			var out io.Writer = g.io.Out
+			pg := g.startPager(noPager)
+			if pg != nil {
+				out = pg
+				defer pg.wait()
 			}
-			return tw.Flush()
+			writeLog(out, rows, g.color(), time.Now())
+			return nil
 		},
 	}
+	cmd.Flags().BoolVar(&reverse, "reverse", false, "oldest first")
+	cmd.Flags().BoolVar(&noPager, "no-pager", false, "never page the output, even on a terminal")
+	return cmd
 }
 
 func newShowCommand(g *globals) *cobra.Command {
-	return &cobra.Command{
-		Use:   "show OP",
-		Short: "Show one op as a diff",
-		Example: `  wtx show op-20261130T081500Z-1a2b3c4d
+	var noPager bool
+	cmd := &cobra.Command{
+		Use:   "show [OP]",
+		Short: "Show one op as a diff (default: the newest)",
+		Example: `  wtx show
   wtx show op-20261130T081500Z-1a2b3c4d | git apply -R --check`,
-		Long: `Show op OP (an id or a unique prefix) as a git-style diff from what it replaced to what it wrote.`,
-		Args: exactlyOne("op"),
+		Long: `Show op OP (an id or a unique prefix; default: the workspace's newest op) as a
+git-style diff from what it replaced to what it wrote. On a terminal the diff
+goes through the pager, as 'wtx diff' does.`,
+		Args: maxOne("op"),
 		RunE: func(c *cobra.Command, args []string) error {
 			ctx := c.Context()
 			ws, err := g.open(ctx)
@@ -79,38 +81,56 @@ func newShowCommand(g *globals) *cobra.Command {
 				return err
 			}
 			defer ws.Close()
-			op, err := ws.Op(ctx, args[0])
+			var op *wtx.Op
+			if len(args) == 1 {
+				op, err = ws.Op(ctx, args[0])
+			} else {
+				op, err = lastOp(ctx, ws, false)
+			}
 			if err != nil {
 				return err
 			}
 			if g.json {
 				return g.emit("show", answer.Show{Op: op, OpID: op.ID, Changes: orEmpty(op.Changes)})
 			}
-			return op.WriteDiff(g.io.Out, g.color())
+			var out io.Writer = g.io.Out
+			pg := g.startPager(noPager)
+			if pg != nil {
+				out = pg
+				defer pg.wait()
+			}
+			return op.WriteDiff(out, g.color())
 		},
 	}
+	cmd.Flags().BoolVar(&noPager, "no-pager", false, "never page the output, even on a terminal")
+	return cmd
 }
 
 func newUndoCommand(g *globals) *cobra.Command {
 	var opts wtx.UndoOptions
 	cmd := &cobra.Command{
-		Use:   "undo OP [--path SEL]... [--exclude SEL]...",
-		Short: "Reverse an applied op, or part of it",
+		Use:   "undo [OP] [--path SEL]... [--exclude SEL]...",
+		Short: "Reverse an applied op, or part of it (default: the newest one not undone yet)",
 		Long: `Reverse op OP as a new op: every path it wrote gets back what it held
 before, all or nothing, through the same journaled protocol as an apply. If any
 of those paths changed since OP wrote it, nothing is changed and the paths are
 listed (exit 2), each with the later op that wrote it, if one did.
+
+Without OP, the newest apply that is not undone yet is reversed: a second
+'wtx undo' reverses the apply before it, as jj's undo walks back. To take an
+undo back, name the undo op.
 
 With --path, only the paths of OP that the selectors select are taken back
 (--exclude leaves what it selects out):
 all or nothing for them, with the same checks, recorded as an op of its own
 with its own receipt. A selector that selects no path of OP is an error. The
 rest of OP stays as it is; a later undo of OP takes back what is left.`,
-		Example: `  wtx log
+		Example: `  wtx undo
+  wtx log
   wtx undo op-20261130T081500Z-1a2b3c4d
   wtx undo op-20261130T081500Z-1a2b3c4d --path src/main.go
   wtx undo op-20261130T081500Z-1a2b3c4d --exclude .git/index`,
-		Args: exactlyOne("op"),
+		Args: maxOne("op"),
 		RunE: func(c *cobra.Command, args []string) error {
 			ctx := c.Context()
 			ws, err := g.open(ctx)
@@ -118,8 +138,18 @@ rest of OP stays as it is; a later undo of OP takes back what is left.`,
 				return err
 			}
 			defer ws.Close()
-			work := g.longWork("undoing " + args[0])
-			res, err := ws.UndoWith(ctx, args[0], opts)
+			ref := ""
+			if len(args) == 1 {
+				ref = args[0]
+			} else {
+				op, err := lastOp(ctx, ws, true)
+				if err != nil {
+					return err
+				}
+				ref = op.ID
+			}
+			work := g.longWork("undoing " + ref)
+			res, err := ws.UndoWith(ctx, ref, opts)
 			work.end()
 			if err != nil {
 				return err
@@ -283,6 +313,15 @@ present and its digest matches its content.`,
 		},
 	})
 	return cmd
+}
+
+func maxOne(what string) cobra.PositionalArgs {
+	return func(cmd *cobra.Command, args []string) error {
+		if len(args) > 1 {
+			return usageError{msg: fmt.Sprintf("%s takes at most one %s, got %d arguments", cmd.Name(), what, len(args))}
+		}
+		return nil
+	}
 }
 
 func exactlyOne(what string) cobra.PositionalArgs {

@@ -21,12 +21,16 @@ type pager struct {
 
 // startPager starts the pager for command output, or returns nil when
 // output goes straight to stdout: stdout is not a terminal, --json, or
-// noPager, or $PAGER is "cat" or cannot be started.
+// noPager, or the pager ($WTX_PAGER, else $PAGER, else less -FRX) is "cat"
+// or cannot be started.
 func (g *globals) startPager(noPager bool) *pager {
 	if noPager || g.json || !g.io.OutTTY {
 		return nil
 	}
-	spec := strings.TrimSpace(g.getenv("PAGER"))
+	spec := strings.TrimSpace(g.getenv("WTX_PAGER"))
+	if spec == "" {
+		spec = strings.TrimSpace(g.getenv("PAGER"))
+	}
 	if spec == "" {
 		spec = defaultPager
 	}

@@ -198,7 +198,8 @@ func applyOnSuccessFailed(g *globals, st *wtx.Stage, res *wtx.RunResult, out ans
 	printRunSummary(g, st, res)
 	g.reportError(e)
 	if !g.quiet {
-		fmt.Fprintf(g.io.Err, "wtx: hint: the stage is kept and the workspace is unchanged; review with 'wtx diff %s', then 'wtx apply %s' or 'wtx drop %s'\n", st.ID(), st.ID(), st.ID())
+		ref := stageRef(st)
+		fmt.Fprintf(g.io.Err, "wtx: hint: the stage is kept and the workspace is unchanged; review with 'wtx diff %s', then 'wtx apply %s' or 'wtx drop %s'\n", ref, ref, ref)
 	}
 	return nil
 }
@@ -235,6 +236,7 @@ func printRunSummary(g *globals, st *wtx.Stage, res *wtx.RunResult) {
 	}
 	w := g.io.Err
 	c := res.Changes.Counts
+	ref := stageRef(st)
 	status := fmt.Sprintf("exited %d", res.ExitCode)
 	if res.Signal != "" {
 		status = "killed by " + signalName(res.Signal)
@@ -245,15 +247,15 @@ func printRunSummary(g *globals, st *wtx.Stage, res *wtx.RunResult) {
 		status = "lost its supervisor (" + status + "), its status unknown"
 	}
 	if res.Settled {
-		fmt.Fprintf(w, "wtx: command %s; it changed nothing, so stage %s is settled as empty (keep it open with --keep)\n", status, st.ID())
+		fmt.Fprintf(w, "wtx: command %s; it changed nothing, so stage %s is settled as empty (keep it open with --keep)\n", status, ref)
 	} else {
 		fmt.Fprintf(w, "wtx: command %s; stage %s (%s) holds %d added, %d modified, %d deleted\n",
-			status, st.ID(), st.Backend(), c.Added, c.Modified, c.Deleted)
+			status, ref, st.Backend(), c.Added, c.Modified, c.Deleted)
 	}
 	const maxShown = 20
 	for i, ch := range res.Changes.Changes {
 		if i == maxShown {
-			fmt.Fprintf(w, "  … and %d more (wtx status %s)\n", len(res.Changes.Changes)-maxShown, st.ID())
+			fmt.Fprintf(w, "  … and %d more (wtx status %s)\n", len(res.Changes.Changes)-maxShown, ref)
 			break
 		}
 		fmt.Fprintf(w, "  %s %s%s\n", actionLetter(ch), displayPath(ch), reservedNote(ch.Path))
@@ -269,7 +271,7 @@ func printRunSummary(g *globals, st *wtx.Stage, res *wtx.RunResult) {
 	}
 	fmt.Fprintf(w, "wtx: not transactional: %s\n", joinList(res.Receipt.NotTransactional))
 	if len(res.Changes.Changes) > 0 {
-		fmt.Fprintf(w, "wtx: review with 'wtx diff %s', then 'wtx apply %s' or 'wtx drop %s'\n", st.ID(), st.ID(), st.ID())
+		fmt.Fprintf(w, "wtx: review with 'wtx diff %s', then 'wtx apply %s' or 'wtx drop %s'\n", ref, ref, ref)
 	}
 }
 

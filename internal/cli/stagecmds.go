@@ -242,16 +242,17 @@ may be left out when the workspace has exactly one open stage.`,
 			for _, d := range s.Drift {
 				drift[d.Path] = d.Kind
 			}
+			color := g.color()
 			for _, ch := range s.Changes {
-				line := fmt.Sprintf("  %s %s%s", actionLetter(ch), displayPath(ch), reservedNote(ch.Path))
+				line := fmt.Sprintf("  %s %s%s", paintAction(color, actionLetter(ch)), displayPath(ch), reservedNote(ch.Path))
 				if k, ok := drift[ch.Path]; ok {
-					line += "   [drift: " + k + " outside the stage]"
+					line += paint(color, sgrRed, "   [drift: "+k+" outside the stage]")
 				}
 				fmt.Fprintln(w, line)
 			}
 			for _, d := range s.Drift {
 				if _, inChanges := findChange(s.Changes, d.Path); !inChanges {
-					fmt.Fprintf(w, "  ! %s   [drift: %s]\n", quote.Path(d.Path), d.Kind)
+					fmt.Fprintf(w, "  %s %s   %s\n", paint(color, sgrRed, "!"), quote.Path(d.Path), paint(color, sgrRed, "[drift: "+d.Kind+"]"))
 				}
 			}
 			for _, p := range s.Special {
@@ -264,6 +265,7 @@ may be left out when the workspace has exactly one open stage.`,
 			if len(s.Ops) > 0 {
 				fmt.Fprintf(w, "ops      %s\n", joinList(s.Ops))
 			}
+			writeTxOps(w, s.TxOps, color)
 			return nil
 		},
 	}

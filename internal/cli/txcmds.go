@@ -237,23 +237,30 @@ the same lines refuse. If any drifted path cannot be carried, nothing changes.`,
 
 func newDropOpCommand(g *globals) *cobra.Command {
 	return &cobra.Command{
-		Use:     "drop-op T N",
-		Short:   "Remove op N and every later op of a stage",
-		Example: `  wtx drop-op fmt 3      # forget op 3 of stage fmt and every later one`,
-		Long: `Remove op N (as numbered by tx_op) and every later op of stage T: each path
-they touched gets back its staged state from before op N.`,
+		Use:   "drop-op [T] N",
+		Short: "Remove op N and every later op of a stage",
+		Example: `  wtx drop-op 3          # forget op 3 of the open stage and every later one
+  wtx drop-op fmt 3      # the same in stage fmt`,
+		Long: `Remove op N (as 'wtx status' numbers them under "tx ops", tx_op in its JSON)
+and every later op of stage T: each path they touched gets back its staged
+state from before op N. T may be left out when the workspace has exactly one
+open stage.`,
 		Args: func(cmd *cobra.Command, args []string) error {
-			if len(args) != 2 {
-				return usageError{msg: "drop-op takes a stage and an op number: wtx drop-op T N"}
+			if len(args) != 1 && len(args) != 2 {
+				return usageError{msg: "drop-op takes an op number, after the stage when more than one is open: wtx drop-op [T] N"}
 			}
 			return nil
 		},
 		RunE: func(c *cobra.Command, args []string) error {
-			n, err := strconv.Atoi(args[1])
-			if err != nil || n < 1 {
-				return usageError{msg: fmt.Sprintf("op number %q: give a positive number (see tx_ops in 'wtx status --json')", args[1])}
+			num, ref := args[len(args)-1], ""
+			if len(args) == 2 {
+				ref = args[0]
 			}
-			ws, st, err := g.stageFor(c, args[0])
+			n, err := strconv.Atoi(num)
+			if err != nil || n < 1 {
+				return usageError{msg: fmt.Sprintf("op number %q: give a positive number (see \"tx ops\" in 'wtx status')", num)}
+			}
+			ws, st, err := g.stageFor(c, ref)
 			if err != nil {
 				return err
 			}
@@ -280,9 +287,9 @@ func newBatchCommand(g *globals) *cobra.Command {
 		apply  wtx.ApplyOptions
 	)
 	cmd := &cobra.Command{
-		Use:     "batch --atomic [STAGE-FLAGS] < COMMANDS.jsonl",
+		Use:     "batch [STAGE-FLAGS] < COMMANDS.jsonl",
 		Short:   "Run per-file commands from JSON lines and apply them all or none",
-		Example: `  printf '%s\n' '{"command":"write","path":"a.txt","content":"hi\\n"}' | wtx batch --atomic`,
+		Example: `  printf '%s\n' '{"command":"write","path":"a.txt","content":"hi\\n"}' | wtx batch`,
 		Long: `Read JSON lines on stdin, one command each:
 
   {"command":"write","path":"a.txt","content":"…"}
@@ -300,9 +307,6 @@ before the stage opens: one under --exclude (refusal.boundary) or starting with
 .wtx-tmp- (usage.reserved-name) refuses the whole batch.`,
 		Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, args []string) error {
-			if !atomic {
-				return usageError{msg: "batch needs --atomic (the only mode: all or nothing)"}
-			}
 			items, err := wtx.ParseBatch(g.io.In)
 			if err != nil {
 				return err
@@ -328,7 +332,9 @@ before the stage opens: one under --exclude (refusal.boundary) or starting with
 		},
 	}
 	f := cmd.Flags()
-	f.BoolVar(&atomic, "atomic", false, "apply all commands or none (required)")
+	// All or nothing is the only mode; --atomic is still accepted.
+	f.BoolVar(&atomic, "atomic", true, "apply all commands or none (the only mode; kept for scripts that say so)")
+	f.Lookup("atomic").Hidden = true
 	addStageFlags(f, &begin)
 	g.addProjectFlag(f)
 	f.BoolVar(&apply.Approve, "approve", false, "allow changes under --protect selectors")

@@ -123,6 +123,16 @@ func (c *ColorWriter) colorLine(out *bytes.Buffer, line []byte) {
 	}
 	if bytes.HasPrefix(line, []byte("@@ ")) {
 		c.old, c.new = hunkCounts(line)
+		// As git: the range in the fragment colour, the heading after it
+		// plain.
+		if end := bytes.Index(line[3:], []byte(" @@")); end >= 0 && 3+end+3 < len(line) {
+			out.WriteString(colorFrag)
+			out.Write(line[:3+end+3])
+			out.WriteString(colorReset)
+			out.Write(line[3+end+3:])
+			out.WriteByte('\n')
+			return
+		}
 		paint(colorFrag)
 		return
 	}

@@ -176,14 +176,66 @@ func writeSection(buf *bytes.Buffer, fd FileDiff, om, nm uint32, opt Options) er
 		labelB += tab
 	}
 	fmt.Fprintf(buf, "--- %s\n+++ %s\n", labelA, labelB)
+	var lines [][]byte
 	for i, h := range Diff(old, nw, opt.Context) {
 		n := 0
+		heading := ""
 		if opt.NumberHunks {
 			n = i + 1
+		} else {
+			if lines == nil {
+				lines = splitLines(old)
+			}
+			heading = FuncHeading(lines, h)
 		}
-		writeHunk(buf, h, n)
+		writeHunk(buf, h, n, heading)
 	}
 	return nil
+}
+
+// funcHeadingMax is the most bytes of a line git shows as a hunk's
+// heading.
+const funcHeadingMax = 80
+
+// FuncHeading is the section heading git writes after a hunk's "@@ ... @@"
+// with its default rule (no diff driver): the nearest line of the old text
+// above the hunk's first line that starts with an ASCII letter, '_' or '$',
+// cut to 80 bytes, trailing white space removed. "" when there is none.
+func FuncHeading(old [][]byte, h Hunk) string {
+	first := h.OldStart - 1 // 0-based index of the hunk's first old line
+	if h.OldLines == 0 {
+		first = h.OldStart
+	}
+	for i := min(first-1, len(old)-1); i >= 0; i-- {
+		l := old[i]
+		if len(l) == 0 {
+			continue
+		}
+		c := l[0]
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c == '_' || c == '$') {
+			continue
+		}
+		if len(l) > funcHeadingMax {
+			l = l[:funcHeadingMax]
+		}
+		return string(bytes.TrimRight(l, " \t\n\v\f\r"))
+	}
+	return ""
+}
+
+// splitLines splits text into lines, each with its newline.
+func splitLines(text []byte) [][]byte {
+	var out [][]byte
+	for len(text) > 0 {
+		i := bytes.IndexByte(text, '\n')
+		if i < 0 {
+			out = append(out, text)
+			break
+		}
+		out = append(out, text[:i+1])
+		text = text[i+1:]
+	}
+	return out
 }
 
 // indexHashes returns the two sides of an "index" line, zeros standing for
@@ -201,8 +253,9 @@ func indexHashes(oh, nh string, oldPresent, newPresent bool) (string, string, bo
 	return oh, nh, true
 }
 
-// writeHunk writes h; a number n > 0 goes after the header.
-func writeHunk(buf *bytes.Buffer, h Hunk, n int) {
+// writeHunk writes h; a number n > 0, else the heading, goes after the
+// header.
+func writeHunk(buf *bytes.Buffer, h Hunk, n int, heading string) {
 	buf.WriteString("@@ -")
 	writeRange(buf, h.OldStart, h.OldLines)
 	buf.WriteString(" +")
@@ -211,6 +264,9 @@ func writeHunk(buf *bytes.Buffer, h Hunk, n int) {
 	if n > 0 {
 		buf.WriteString(" hunk ")
 		buf.WriteString(strconv.Itoa(n))
+	} else if heading != "" {
+		buf.WriteByte(' ')
+		buf.WriteString(heading)
 	}
 	buf.WriteString("\n")
 	for _, l := range h.Lines {

@@ -115,6 +115,12 @@ func StatOf(fd FileDiff) (StatRow, bool) {
 
 // WriteStatRows is WriteStat of rows made by StatOf, in order.
 func WriteStatRows(w io.Writer, rows []StatRow, width int) error {
+	return WriteStatRowsColor(w, rows, width, false)
+}
+
+// WriteStatRowsColor is WriteStatRows with git's colours when color is
+// set: the '+' marks green, the '-' marks red.
+func WriteStatRowsColor(w io.Writer, rows []StatRow, width int, color bool) error {
 	maxName, maxChange, numW := 0, 0, 1
 	totalIns, totalDel := 0, 0
 	for _, r := range rows {
@@ -159,8 +165,16 @@ func WriteStatRows(w io.Writer, rows []StatRow, width int) error {
 		plus, minus := scaleGraph(r.ins, r.del, maxChange, graphW)
 		if plus+minus > 0 {
 			buf.WriteByte(' ')
-			buf.WriteString(strings.Repeat("+", plus))
-			buf.WriteString(strings.Repeat("-", minus))
+			if color && plus > 0 {
+				buf.WriteString(colorNew + strings.Repeat("+", plus) + colorReset)
+			} else {
+				buf.WriteString(strings.Repeat("+", plus))
+			}
+			if color && minus > 0 {
+				buf.WriteString(colorOld + strings.Repeat("-", minus) + colorReset)
+			} else {
+				buf.WriteString(strings.Repeat("-", minus))
+			}
 		}
 		buf.WriteByte('\n')
 	}
