@@ -134,8 +134,8 @@ func humanBytes(n int64) string {
 // completeStages offers the workspace's open stages (ids and names) for a
 // stage argument or --tx.
 func (g *globals) completeStages(c *cobra.Command, args []string, toComplete string) ([]cobra.Completion, cobra.ShellCompDirective) {
-	ws, err := g.open(c.Context())
-	if err != nil {
+	ws, ok := g.completeOpen(c)
+	if !ok {
 		return nil, cobra.ShellCompDirectiveNoFileComp
 	}
 	defer ws.Close()

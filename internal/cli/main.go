@@ -345,6 +345,7 @@ EXIT STATUS
 		}
 	}
 	g.addCompletion(root)
+	g.addMoreCompletion(root)
 	return root
 }
 
