@@ -5,16 +5,9 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/wtx-dev/wtx/internal/answer"
 	"github.com/wtx-dev/wtx/internal/buildinfo"
 )
-
-// versionAnswer is the --json answer of wtx version (and wtx --version --json).
-type versionAnswer struct {
-	SchemaVersion int    `json:"schema_version"`
-	Status        string `json:"status"`
-	Command       string `json:"command"`
-	buildinfo.Info
-}
 
 func newVersionCommand(g *globals) *cobra.Command {
 	return &cobra.Command{
@@ -34,7 +27,7 @@ and the Go version. 'wtx --version' prints the same.`,
 func (g *globals) printVersion() error {
 	info := buildinfo.Read()
 	if g.json {
-		return writeJSON(g.io.Out, versionAnswer{SchemaVersion: 1, Status: "ok", Command: "version", Info: info})
+		return g.emit("version", answer.Version{Info: info})
 	}
 	fmt.Fprintf(g.io.Out, "wtx version %s\n", info.Short())
 	return nil
