@@ -51,12 +51,6 @@ func (s *Stage) TryRebase(ctx context.Context) (*RebaseTrial, error) {
 	return t, nil
 }
 
-// Repair actions of a rebase found to work by trial.
-const (
-	RepairRebase      = "rebase"
-	RepairRebaseMerge = "merge"
-)
-
 // OfferRebase adds to a refusal (refusal.target-changed, or
 // refusal.stale-read) of an apply of
 // the stage the rebase that repairs its drift, when trying it succeeds:
@@ -73,7 +67,7 @@ func (s *Stage) OfferRebase(ctx context.Context, err error) error {
 	out := *e
 	out.Repairs = nil
 	for _, r := range e.Repairs {
-		if r.Action != RepairRebase && r.Action != RepairRebaseMerge {
+		if r.Action != "rebase" && r.Action != "merge" {
 			out.Repairs = append(out.Repairs, r)
 		}
 	}
@@ -83,11 +77,11 @@ func (s *Stage) OfferRebase(ctx context.Context, err error) error {
 	}
 	var tried []Repair
 	if t.Rebase {
-		tried = append(tried, Repair{Action: RepairRebase, Detail: "carry the stage's edits onto the workspace's current content (tried: it succeeds), then apply again",
+		tried = append(tried, Repair{Action: "rebase", Detail: "carry the stage's edits onto the workspace's current content (tried: it succeeds), then apply again",
 			Command: "wtx rebase " + s.ID()})
 	}
 	if t.Merge {
-		tried = append(tried, Repair{Action: RepairRebaseMerge, Detail: "merge the workspace's changes and the stage's three-way where edits cannot be re-run (tried: it succeeds), then apply again",
+		tried = append(tried, Repair{Action: "merge", Detail: "merge the workspace's changes and the stage's three-way where edits cannot be re-run (tried: it succeeds), then apply again",
 			Command: "wtx rebase " + s.ID() + " --merge"})
 	}
 	out.Repairs = append(tried, out.Repairs...)

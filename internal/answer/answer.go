@@ -48,7 +48,7 @@ type Head struct {
 // line. A field name must not repeat across parts.
 func Write(w io.Writer, status, command string, parts ...any) error {
 	var out bytes.Buffer
-	head, err := marshal(Head{SchemaVersion: SchemaVersion, Status: status, Command: command})
+	head, err := marshal(Head{SchemaVersion: SchemaVersion, Status: status, Command: Text(command)})
 	if err != nil {
 		return err
 	}
@@ -142,6 +142,7 @@ type ToolArgs struct {
 	Path    string   `json:"path,omitempty"`
 	PathB64 string   `json:"path_b64,omitempty"`
 	Paths   []string `json:"paths,omitempty"`
+	Exclude []string `json:"exclude,omitempty"`
 	Merge   bool     `json:"merge,omitempty"`
 	Approve bool     `json:"approve,omitempty"`
 	// IgnoreStaleReads is apply's ignore_stale_reads.
@@ -169,7 +170,7 @@ func NewError(e *wtx.Error, code int) Error {
 	out := Error{Code: e.Code, Message: Text(e.Message), ExitCode: code, Repairs: []Repair{},
 		Conflicts: orEmpty(e.Conflicts), Diagnostics: e.Diagnostics}
 	for _, r := range e.Repairs {
-		out.Repairs = append(out.Repairs, Repair{Action: r.Action, Detail: r.Detail, Command: r.Command})
+		out.Repairs = append(out.Repairs, Repair{Action: string(r.Action), Detail: r.Detail, Command: r.Command})
 	}
 	return out
 }

@@ -22,8 +22,9 @@ type toolErr struct {
 			Action, Detail, Command, Tool string
 			Person                        bool
 			Arguments                     struct {
-				Tx    string
-				Merge bool
+				Tx      string
+				Merge   bool
+				Exclude []string
 			}
 		}
 		Conflicts []struct{ Path, Kind, Detail string }
@@ -97,6 +98,13 @@ func TestMCPContractTools(t *testing.T) {
 	e = inToolTerms(t, call(t, cs, "apply", map[string]any{"tx": tx}, nil))
 	if e.Error.Code != "refusal.target-changed" || len(e.Error.Repairs) == 0 || e.Error.Repairs[0].Tool != "rebase" || e.Error.Repairs[0].Arguments.Tx != tx {
 		t.Fatalf("drift refusal: %+v", e.Error)
+	}
+	excl := false
+	for _, r := range e.Error.Repairs {
+		excl = excl || (r.Tool == "apply" && len(r.Arguments.Exclude) == 1 && r.Arguments.Exclude[0] == "a.txt")
+	}
+	if !excl {
+		t.Errorf("drift refusal: no apply call leaving a.txt out: %+v", e.Error.Repairs)
 	}
 	var drift struct {
 		Diff  string

@@ -465,6 +465,7 @@ func (h *handlers) diff(ctx context.Context, _ *mcp.CallToolRequest, in DiffIn) 
 type ApplyIn struct {
 	Tx               string   `json:"tx,omitempty" jsonschema:"the stage id, a unique prefix of it, or its name"`
 	Paths            []string `json:"paths,omitempty" jsonschema:"apply only these selectors and what is beneath them"`
+	Exclude          []string `json:"exclude,omitempty" jsonschema:"leave these selectors out of the apply: they stay staged"`
 	Expect           string   `json:"expect,omitempty" jsonschema:"refuse unless the selected change set still has this changeset_digest"`
 	Approve          bool     `json:"approve,omitempty" jsonschema:"allow changes to protected paths (honoured only when the server was started to allow it)"`
 	IgnoreStaleReads bool     `json:"ignore_stale_reads,omitempty" jsonschema:"apply even if files the stage read changed in the workspace since"`
@@ -482,7 +483,7 @@ func (h *handlers) apply(ctx context.Context, _ *mcp.CallToolRequest, in ApplyIn
 	// The agent's approve counts only when a person started the server
 	// with approval delegated to it.
 	approve := in.Approve && (h.cfg.AllowApprove || failpoint.Disabled("approve-gate"))
-	r, err := st.Apply(ctx, wtx.ApplyOptions{Paths: in.Paths, Expect: in.Expect, Approve: approve, IgnoreStaleReads: in.IgnoreStaleReads})
+	r, err := st.Apply(ctx, wtx.ApplyOptions{Paths: in.Paths, Exclude: in.Exclude, Expect: in.Expect, Approve: approve, IgnoreStaleReads: in.IgnoreStaleReads})
 	if err != nil {
 		return nil, ApplyOut{}, h.fail("apply", in.Tx, st.OfferRebase(ctx, h.protected(st, err, in.Approve)))
 	}

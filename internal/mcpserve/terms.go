@@ -3,6 +3,7 @@ package mcpserve
 import (
 	"regexp"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/wtx-dev/wtx"
 	"github.com/wtx-dev/wtx/internal/answer"
@@ -47,20 +48,24 @@ var commandTerms = []struct {
 	{regexp.MustCompile(`'wtx rebase( [^']*)?'`), "the rebase tool"},
 }
 
-var flagRE = regexp.MustCompile(`--[a-z][a-z-]*`)
+// flagRE finds a flag where a message names one: after a space, a quote
+// or an opening parenthesis (or at the start), never inside a word or a
+// path such as "x--all".
+var flagRE = regexp.MustCompile(`(^|[\s('"])--[a-z][a-z-]*`)
 
 // toolMessage rewrites a library message into tool terms.
 func toolMessage(msg string) string {
 	for _, c := range commandTerms {
 		msg = c.re.ReplaceAllString(msg, c.tool)
 	}
-	return flagRE.ReplaceAllStringFunc(msg, func(f string) string {
+	return flagRE.ReplaceAllStringFunc(msg, func(m string) string {
+		i := strings.Index(m, "--")
 		for _, t := range flagTerms {
-			if f == t.flag {
-				return t.arg
+			if m[i:] == t.flag {
+				return m[:i] + t.arg
 			}
 		}
-		return f
+		return m
 	})
 }
 
@@ -75,7 +80,7 @@ func renderError(e *wtx.Error, tx string, has func(tool string) bool) answer.Err
 		if rr.Tool != "" && has != nil && !has(rr.Tool) {
 			// This server does not offer the tool (propose-only): a person
 			// does it.
-			rr = answer.Repair{Action: r.Action, Detail: r.Detail + " (a person does this: this server does not offer the " + rr.Tool + " tool)",
+			rr = answer.Repair{Action: string(r.Action), Detail: r.Detail + " (a person does this: this server does not offer the " + rr.Tool + " tool)",
 				Command: r.Command, Person: r.Command != ""}
 		}
 		out.Repairs = append(out.Repairs, rr)
@@ -106,9 +111,9 @@ func stageOf(r wtx.Repair, tx string) string {
 // toolRepair is one repair as a tool call, or as a person's step.
 func toolRepair(r wtx.Repair, tx string, e *wtx.Error) answer.Repair {
 	call := func(tool, detail string, args answer.ToolArgs) answer.Repair {
-		return answer.Repair{Action: r.Action, Detail: detail, Tool: tool, Arguments: &args}
+		return answer.Repair{Action: string(r.Action), Detail: detail, Tool: tool, Arguments: &args}
 	}
-	switch r.Action {
+	switch string(r.Action) {
 	case "rebase":
 		return call("rebase", r.Detail, answer.ToolArgs{Tx: tx})
 	case "merge", "rebase-merge":
@@ -131,13 +136,29 @@ func toolRepair(r wtx.Repair, tx string, e *wtx.Error) answer.Repair {
 		return call("log", "find the op that applied it with the log tool, then call undo with it", answer.ToolArgs{})
 	case "begin":
 		return call("begin", r.Detail, answer.ToolArgs{})
+	case "exclude":
+		// Apply the rest: every conflicting path left out, literally. A
+		// name that is not UTF-8 cannot be an argument here; a person
+		// excludes it.
+		var ex []string
+		for _, c := range e.Conflicts {
+			sel := wtx.LiteralSelector(c.Path)
+			if !utf8.ValidString(sel) {
+				ex = nil
+				break
+			}
+			ex = append(ex, sel)
+		}
+		if len(ex) > 0 {
+			return call("apply", r.Detail, answer.ToolArgs{Tx: tx, Exclude: ex})
+		}
 	case "approve":
 		if r.Command == "" {
 			return call("apply", r.Detail, answer.ToolArgs{Tx: tx, Approve: true})
 		}
 	case "wait":
-		return answer.Repair{Action: r.Action, Detail: r.Detail}
+		return answer.Repair{Action: string(r.Action), Detail: r.Detail}
 	}
 	// Nothing a tool can do: a person's step at the command line.
-	return answer.Repair{Action: r.Action, Detail: toolMessage(r.Detail), Command: r.Command, Person: r.Command != ""}
+	return answer.Repair{Action: string(r.Action), Detail: toolMessage(r.Detail), Command: r.Command, Person: r.Command != ""}
 }
