@@ -159,7 +159,7 @@ func (m *machine) stages() []string {
 			Tx string `json:"tx"`
 		} `json:"stages"`
 	}
-	m.answer(m.ok(nil, "--json", "list", "--all"), &l)
+	m.answer(m.ok(nil, "--json", "list", "--settled"), &l)
 	var ids []string
 	for _, s := range l.Stages {
 		ids = append(ids, s.Tx)
