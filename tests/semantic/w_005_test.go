@@ -30,9 +30,12 @@ var w005Proposals = []struct {
 	{"not-json", `echo 'rm -rf /'`, false},
 }
 
-func w005Check(t *testing.T, env ...string) []string {
+func w005Check(t *testing.T, only map[string]bool, env ...string) []string {
 	var bad []string
 	for _, p := range w005Proposals {
+		if only != nil && !only[p.name] {
+			continue
+		}
 		e := newFlowEnv(t, true, env...)
 		if err := os.MkdirAll(filepath.Join(e.ws, "docs"), 0o755); err != nil {
 			t.Fatal(err)
@@ -95,7 +98,7 @@ max_ops = 3
 // kinds, sizes, count); otherwise it is refused with nothing written, and
 // what the agent writes itself never lands.
 func TestW005_AgentProposesWithinAllowlist(t *testing.T) {
-	bad := w005Check(t)
+	bad := w005Check(t, nil)
 	t.Logf("W-005: %d proposals, %d violations", len(w005Proposals), len(bad))
 	for _, b := range bad {
 		t.Error(b)
@@ -105,7 +108,7 @@ func TestW005_AgentProposesWithinAllowlist(t *testing.T) {
 // TestW005_NegativeControlNoAllowlist executes proposals unchecked
 // (WTX_DISABLE=proposal): the harness must see them write.
 func TestW005_NegativeControlNoAllowlist(t *testing.T) {
-	bad := w005Check(t, "WTX_DISABLE=proposal")
+	bad := w005Check(t, map[string]bool{"outside-path": true, "op-kind": true, "too-large": true}, "WTX_DISABLE=proposal")
 	t.Logf("negative control (allowlist not checked): %d violations", len(bad))
 	if len(bad) == 0 {
 		t.Fatal("with the allowlist unchecked nothing broke: the harness cannot fail")
