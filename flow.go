@@ -302,7 +302,7 @@ func (w *Workspace) loadFlowRun(ctx context.Context, row state.FlowRun) (*FlowRu
 		st.Attempts = append(st.Attempts, a)
 		st.Status = a.Status.String()
 	}
-	run.derive(false)
+	run.derive(w.flowRunLive(row.ID))
 	return run, nil
 }
 
@@ -450,11 +450,15 @@ func (w *Workspace) lockFlowRun(id string) (func(), error) {
 	if err != nil {
 		return nil, AsError(fmt.Errorf("open lock of flow run %s: %w", id, err))
 	}
-	for {
+	// A reader (flowRunLive) holds the lock shared for an instant: a
+	// short wait tells it from a process executing the run.
+	for deadline := time.Now().Add(250 * time.Millisecond); ; {
 		err = unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB)
-		if !errors.Is(err, unix.EINTR) {
-			break
+		if errors.Is(err, unix.EINTR) || errors.Is(err, unix.EWOULDBLOCK) && time.Now().Before(deadline) {
+			time.Sleep(10 * time.Millisecond)
+			continue
 		}
+		break
 	}
 	if err != nil {
 		f.Close()
@@ -465,6 +469,23 @@ func (w *Workspace) lockFlowRun(id string) (func(), error) {
 		return nil, AsError(fmt.Errorf("lock flow run %s: %w", id, err))
 	}
 	return func() { f.Close() }, nil
+}
+
+// flowRunLive reports whether a process holds the run's lock: it executes
+// the run now. It only reads (a run never executed has no lock file).
+func (w *Workspace) flowRunLive(id string) bool {
+	f, err := os.Open(filepath.Join(w.workspaceStateDir(), "flows", id+".lock"))
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	for {
+		err = unix.Flock(int(f.Fd()), unix.LOCK_SH|unix.LOCK_NB)
+		if !errors.Is(err, unix.EINTR) {
+			break
+		}
+	}
+	return errors.Is(err, unix.EWOULDBLOCK)
 }
 
 // stepStageName names the stage of a step attempt, so that a resume finds
@@ -513,7 +534,17 @@ func (w *Workspace) continueFlow(ctx context.Context, id string, opts FlowOption
 	if err != nil {
 		return nil, err
 	}
-	defer release()
+	_, err = w.continueLocked(ctx, id, opts)
+	release()
+	if err != nil {
+		return nil, err
+	}
+	// Read once the run is released, so that it is not seen as running.
+	return w.FlowRun(ctx, id)
+}
+
+// continueLocked is continueFlow with the run's lock held.
+func (w *Workspace) continueLocked(ctx context.Context, id string, opts FlowOptions) (*FlowRun, error) {
 	run, err := w.FlowRun(ctx, id)
 	if err != nil {
 		return nil, err

@@ -159,9 +159,6 @@ func ParseFlow(data []byte) (*FlowDef, error) {
 		var de *toml.DecodeError
 		var se *toml.StrictMissingError
 		switch {
-		case errors.As(err, &de):
-			row, col := de.Position()
-			return nil, errorf(CodeUsage, "flow file:%d:%d: %s", row, col, de.Error())
 		case errors.As(err, &se):
 			var keys []string
 			for _, e := range se.Errors {
@@ -169,6 +166,9 @@ func ParseFlow(data []byte) (*FlowDef, error) {
 				keys = append(keys, fmt.Sprintf("%d:%d: %s", row, col, strings.Join(e.Key(), ".")))
 			}
 			return nil, errorf(CodeUsage, "flow file: unknown key(s): %s", strings.Join(keys, "; "))
+		case errors.As(err, &de):
+			row, col := de.Position()
+			return nil, errorf(CodeUsage, "flow file:%d:%d: %s", row, col, de.Error())
 		}
 		return nil, errorf(CodeUsage, "flow file: %v", err)
 	}
