@@ -444,6 +444,7 @@ type statusJSON struct {
 	Skipped          []BackendSkip   `json:"backend_skipped"`
 	View             string          `json:"view"`
 	Created          time.Time       `json:"created"`
+	At               string          `json:"at,omitempty"`
 	Exclude          []string        `json:"exclude"`
 	ExcludeB64       []string        `json:"exclude_b64,omitempty"`
 	Share            []string        `json:"share"`
@@ -466,7 +467,7 @@ type statusJSON struct {
 
 // MarshalJSON writes the status with byte-safe selectors and names.
 func (s Status) MarshalJSON() ([]byte, error) {
-	return json.Marshal(statusJSON{s.Tx, s.Name, s.State, s.Running, s.Run, s.Backend, s.Skipped, s.View, s.Created,
+	return json.Marshal(statusJSON{s.Tx, s.Name, s.State, s.Running, s.Run, s.Backend, s.Skipped, s.View, s.Created, s.At,
 		jsonname.Texts(s.Exclude), jsonname.B64s(s.Exclude), jsonname.Texts(s.Share), jsonname.B64s(s.Share),
 		jsonname.Texts(s.Protect), jsonname.B64s(s.Protect), s.Counts, s.ChangesetDigest, s.Changes, s.Drift, s.StaleReads,
 		jsonname.Texts(s.Special), jsonname.B64s(s.Special), s.LeftOut, s.RootMode, s.Ops, s.TxOps, s.NotTransactional})

@@ -14,12 +14,15 @@ type Status struct {
 	State string `json:"state"`
 	// Running is set while a command run in the stage holds it (L-001);
 	// Run says which wtx process started it and when, where recorded.
-	Running          bool            `json:"running"`
-	Run              *RunInfo        `json:"run,omitempty"`
-	Backend          string          `json:"backend"`
-	Skipped          []BackendSkip   `json:"backend_skipped"`
-	View             string          `json:"view"` // "frozen" (copy, clone) or "live" (overlay)
-	Created          time.Time       `json:"created"`
+	Running bool          `json:"running"`
+	Run     *RunInfo      `json:"run,omitempty"`
+	Backend string        `json:"backend"`
+	Skipped []BackendSkip `json:"backend_skipped"`
+	View    string        `json:"view"` // "frozen" (copy, clone) or "live" (overlay)
+	Created time.Time     `json:"created"`
+	// At is the op the stage was opened at (begin --at): its base is the
+	// workspace right after that op, not as it was when it opened.
+	At               string          `json:"at,omitempty"`
 	Exclude          []string        `json:"exclude"`
 	Share            []string        `json:"share"`
 	Protect          []string        `json:"protect"`
@@ -42,7 +45,7 @@ type Status struct {
 func (s *Stage) Status(ctx context.Context, paths []string) (*Status, error) {
 	st := &Status{
 		Tx: s.ID(), Name: s.Name(), State: s.State(), Backend: s.Backend(), Skipped: nonNil(s.cfg.Skipped),
-		View: viewKind(s.Backend()), Created: s.Created(), Exclude: nonNil(s.cfg.Exclude), Share: nonNil(s.cfg.Share),
+		View: viewKind(s.Backend()), Created: s.Created(), At: s.At(), Exclude: nonNil(s.cfg.Exclude), Share: nonNil(s.cfg.Share),
 		Protect: nonNil(s.cfg.Protect), Drift: []Conflict{}, StaleReads: []Conflict{}, Special: []string{}, LeftOut: []LeftOut{},
 		NotTransactional: s.notTransactional(),
 	}

@@ -231,6 +231,9 @@ may be left out when the workspace has exactly one open stage.`,
 			for _, sk := range s.Skipped {
 				fmt.Fprintf(w, "         %s skipped: %s\n", sk.Backend, sk.Reason)
 			}
+			if s.At != "" {
+				fmt.Fprintf(w, "at       %s (base: the workspace right after it)\n", s.At)
+			}
 			if len(s.Exclude) > 0 {
 				fmt.Fprintf(w, "exclude  %s\n", joinList(quoteAll(s.Exclude)))
 			}

@@ -119,8 +119,13 @@ func checkW004View(e *lcEnv, ops, snaps []string, backend string) (bad []string,
 		bad = append(bad, "the workspace changed")
 	}
 	// Its base is that state: nothing is staged.
-	if a := e.answer(e.must("--json", "status", b.Tx)); len(a.Changes) != 0 {
+	st := e.must("--json", "status", b.Tx)
+	if a := e.answer(st); len(a.Changes) != 0 {
 		bad = append(bad, fmt.Sprintf("a stage opened at an op starts with %d change(s): %+v", len(a.Changes), a.Changes))
+	}
+	var at w004Begin
+	if err := json.Unmarshal([]byte(st.stdout), &at); err != nil || at.At != ops[0] {
+		bad = append(bad, fmt.Sprintf("status says the stage is at %q (%v), want %s", at.At, err, ops[0]))
 	}
 	e.must("drop", b.Tx)
 	return bad, true
