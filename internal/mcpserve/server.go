@@ -428,6 +428,7 @@ func (h *handlers) status(ctx context.Context, _ *mcp.CallToolRequest, in StageI
 type DiffIn struct {
 	Tx          string   `json:"tx,omitempty" jsonschema:"the stage id, a unique prefix of it, or its name"`
 	Paths       []string `json:"paths,omitempty" jsonschema:"only these selectors and what is beneath them"`
+	Exclude     []string `json:"exclude,omitempty" jsonschema:"leave out these selectors and what is beneath them; a selector (paths or exclude) that matches nothing is an error"`
 	NumberHunks bool     `json:"number_hunks,omitempty" jsonschema:"number each hunk (from 1, per file) for apply_hunks"`
 	Drift       bool     `json:"drift,omitempty" jsonschema:"instead of the stage's change, show the workspace's change since the stage's base for each path that blocks an apply (drift, stale reads), where the base content is known"`
 }
@@ -451,7 +452,7 @@ func (h *handlers) diff(ctx context.Context, _ *mcp.CallToolRequest, in DiffIn) 
 		out.Diff, out.DiffB64 = textOr(buf.String())
 		return nil, out, nil
 	}
-	res, err := st.WriteDiff(ctx, &buf, wtx.DiffOptions{Paths: in.Paths, NumberHunks: in.NumberHunks})
+	res, err := st.WriteDiff(ctx, &buf, wtx.DiffOptions{Paths: in.Paths, Exclude: in.Exclude, NumberHunks: in.NumberHunks})
 	if err != nil {
 		return nil, DiffOut{}, h.fail("diff", in.Tx, err)
 	}
