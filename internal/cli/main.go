@@ -315,6 +315,9 @@ EXIT STATUS
 		if g.showVersion {
 			return g.printVersion()
 		}
+		if g.json {
+			return usageError{msg: "no command given (see 'wtx --help')"}
+		}
 		return c.Help()
 	}
 	root.AddGroup(
