@@ -336,8 +336,10 @@ func (b *bench) spareTree() (string, error) {
 }
 
 // gitTree returns a git repository of the tree, with its index refreshed
-// as a user's would be, or "" without git. A tree that is a git repository
-// already gets a commit of its whole content on top.
+// as a user's would be, or "" without git. It is always a new repository:
+// every .git of the copy is removed first (a worktree's or submodule's .git
+// file points at the real repository, which git init and commit would
+// otherwise change; a nested repository would hide its files from git).
 func (b *bench) gitTree() (string, error) {
 	if b.git != "" {
 		return b.git, nil
@@ -349,6 +351,9 @@ func (b *bench) gitTree() (string, error) {
 	progress("committing the tree to a git repository")
 	dir := filepath.Join(b.work, "git")
 	if _, err := b.exec("", "cp", "-a", b.ws, dir); err != nil {
+		return "", err
+	}
+	if err := removeGit(dir); err != nil {
 		return "", err
 	}
 	for _, args := range [][]string{

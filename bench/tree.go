@@ -122,6 +122,32 @@ func writeSynthetic(dir string, spec synthSpec) error {
 	return nil
 }
 
+// removeGit removes every .git (directory or file) under dir, at any depth.
+func removeGit(dir string) error {
+	var found []string
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.Name() == ".git" && p != dir {
+			found = append(found, p)
+			if d.IsDir() {
+				return fs.SkipDir
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("walk %s: %w", dir, err)
+	}
+	for _, p := range found {
+		if err := os.RemoveAll(p); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // treeStats summarises a tree: its regular files (sorted, slash-separated,
 // relative to the root), their total size, the number of directories and
 // symlinks, and the deepest file's depth. A version-control directory (.git,

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"io/fs"
 	"math/rand/v2"
 	"os"
 	"os/exec"
@@ -133,6 +134,27 @@ func TestStatTreeLeavesOutGit(t *testing.T) {
 	want := []string{".github/workflows/ci.yml", "a.c", "mod/c.c", "nested/d.c", "not.git/e.c", "sub/b.c"}
 	if !slices.Equal(st.Files, want) {
 		t.Fatalf("files = %q, want %q", st.Files, want)
+	}
+	// The git baseline's copy loses every .git (a worktree's .git file
+	// would lead git init and commit into the real repository), and
+	// nothing else.
+	if err := removeGit(dir); err != nil {
+		t.Fatal(err)
+	}
+	var left []string
+	err = filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err == nil && !d.IsDir() {
+			rel, _ := filepath.Rel(dir, p) // p is under dir
+			left = append(left, filepath.ToSlash(rel))
+		}
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	slices.Sort(left)
+	if !slices.Equal(left, want) {
+		t.Fatalf("after removeGit: %q, want %q", left, want)
 	}
 }
 
