@@ -110,9 +110,13 @@ func (s *Stage) bundleOf(ctx context.Context, withContent bool) (*bundle.Bundle,
 		return nil, nil, AsError(err)
 	}
 	defer root.Close()
-	var unknown []Conflict
+	var unknown, inGit []Conflict
 	for i := range cs.changes {
 		c := &cs.changes[i]
+		if gitPath(c.Path) {
+			inGit = append(inGit, Conflict{Path: c.Path, Kind: "protected", Detail: "a path in a .git directory never travels in a change set"})
+			continue
+		}
 		e := bundle.Entry{Path: c.Path, Old: plainEntry(c.Old), New: plainEntry(c.New)}
 		if e.Old != nil && e.Old.Type == tree.File && e.Old.Digest == "" {
 			unknown = append(unknown, Conflict{Path: c.Path, Kind: "modified", Base: "unknown", Current: "changed",
@@ -134,6 +138,10 @@ func (s *Stage) bundleOf(ctx context.Context, withContent bool) (*bundle.Bundle,
 			}
 		}
 		b.Entries = append(b.Entries, e)
+	}
+	if len(inGit) > 0 {
+		return nil, nil, &Error{Code: CodeProtected, Conflicts: inGit,
+			Message: fmt.Sprintf("stage %s changes %d paths in a .git directory; a change set that travels never carries them", s.ID(), len(inGit))}
 	}
 	if len(unknown) > 0 {
 		return nil, nil, &Error{Code: CodeTargetChanged, Conflicts: unknown,
