@@ -395,6 +395,28 @@ func (v *overlayView) Scan(ctx context.Context, base *tree.Manifest, exclude tre
 			gone[i] = true
 		}
 	}
+	// A base entry without a workspace stat tuple was never seen in the
+	// lower layer: it was put into the upper directory (a stage opened at
+	// a past op sets paths back there). If the lower layer lacks it, its
+	// removal from the upper directory leaves no whiteout, so it is gone
+	// exactly when the lower layer does not have it either.
+	var lower *fsx.Root
+	defer func() {
+		if lower != nil {
+			lower.Close()
+		}
+	}()
+	inLower := func(rel string) bool {
+		if lower == nil {
+			r, err := fsx.OpenRoot(v.cfg.Workspace)
+			if err != nil {
+				return true // unknown: keep the entry as before
+			}
+			lower = r
+		}
+		_, err := lower.Lstat(rel)
+		return err == nil || !(errors.Is(err, fs.ErrNotExist) || errors.Is(err, fsx.ErrNotDir))
+	}
 	out := make([]tree.Entry, 0, len(base.Entries)+len(nodes))
 	for i := range base.Entries {
 		b := &base.Entries[i]
@@ -408,6 +430,9 @@ func (v *overlayView) Scan(ctx context.Context, base *tree.Manifest, exclude tre
 			continue
 		}
 		if gone[i] {
+			continue
+		}
+		if b.WS == (tree.Stat{}) && !inLower(b.Path) {
 			continue
 		}
 		e := *b

@@ -127,6 +127,13 @@ func checkW004View(e *lcEnv, ops, snaps []string, backend string) (bad []string,
 	if err := json.Unmarshal([]byte(st.stdout), &at); err != nil || at.At != ops[0] {
 		bad = append(bad, fmt.Sprintf("status says the stage is at %q (%v), want %s", at.At, err, ops[0]))
 	}
+	// A path set back that the workspace no longer has can be removed in
+	// the stage like any other (an overlay's upper directory then holds no
+	// trace of it).
+	e.must("rm", "c.txt", "--tx", b.Tx)
+	if a := e.answer(e.must("--json", "status", b.Tx)); len(a.Changes) != 1 || a.Changes[0].Path != "c.txt" || a.Changes[0].Action != "deleted" {
+		bad = append(bad, fmt.Sprintf("after rm of c.txt (set back, not in the workspace) the stage holds %+v, want c.txt deleted", a.Changes))
+	}
 	e.must("drop", b.Tx)
 	return bad, true
 }
