@@ -249,7 +249,7 @@ func TestContractAnswerShapes(t *testing.T) {
 	for name, args := range map[string][]string{
 		"unknown-command": {"frobnicate"},
 		"unknown-flag":    {"status", "--frob"},
-		"usage-args":      {"drop-op", "t", "1", "2"},
+		"usage-args":      {"status", "one", "two"},
 	} {
 		ans := e.json(1, "", args...)
 		golden(t, name, ans)
