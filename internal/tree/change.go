@@ -10,11 +10,12 @@ import (
 // Action says how a path differs between the base and the view.
 type Action uint8
 
-// Actions of a change.
+// Actions of a change. The numbers are persisted (ChangesetDigest hashes
+// them, and receipts and reviews keep that digest): never renumber one.
 const (
-	Added Action = iota + 1
-	Modified
-	Deleted
+	Added    Action = 1 // persisted
+	Modified Action = 2 // persisted
+	Deleted  Action = 3 // persisted
 )
 
 // String returns "added", "modified" or "deleted".

@@ -11,13 +11,14 @@ import (
 type Type uint8
 
 // Entry types. Special covers FIFOs, sockets and devices, which wtx never
-// stages or applies.
+// stages or applies. The numbers are persisted (manifests and journals write
+// them, and the content digests hash them): never renumber one.
 const (
-	Absent Type = iota
-	File
-	Dir
-	Symlink
-	Special
+	Absent  Type = 0 // persisted
+	File    Type = 1 // persisted
+	Dir     Type = 2 // persisted
+	Symlink Type = 3 // persisted
+	Special Type = 4 // persisted
 )
 
 // String returns the name used in JSON output: "file", "dir", "symlink".

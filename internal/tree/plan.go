@@ -5,23 +5,25 @@ import "sort"
 // StepKind is what one step of a plan does to one path.
 type StepKind uint8
 
-// Step kinds, in the order a plan runs them.
+// Step kinds. The numbers are persisted (the journal writes them): never
+// renumber one; a new kind takes the next free number. The order a plan runs
+// steps in is Plan's, not these numbers'.
 const (
 	// StepRemove removes a file or symlink (Old says which).
-	StepRemove StepKind = iota + 1
+	StepRemove StepKind = 1 // persisted
 	// StepRmdir removes an empty directory.
-	StepRmdir
+	StepRmdir StepKind = 2 // persisted
 	// StepMkdir creates a directory, private at first; its final permission
 	// bits come with a StepDirPerm at the end of the plan.
-	StepMkdir
+	StepMkdir StepKind = 3 // persisted
 	// StepWrite creates a file (Old nil) or replaces one (Old a file).
-	StepWrite
+	StepWrite StepKind = 4 // persisted
 	// StepSymlink creates a symlink (Old nil) or replaces one (Old a symlink).
-	StepSymlink
+	StepSymlink StepKind = 5 // persisted
 	// StepChmod changes a file's permission bits and nothing else.
-	StepChmod
+	StepChmod StepKind = 6 // persisted
 	// StepDirPerm sets a directory's final permission bits.
-	StepDirPerm
+	StepDirPerm StepKind = 7 // persisted
 )
 
 // String names the step kind.
