@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -152,5 +153,69 @@ func TestApplyUndoesEveryFailedStep(t *testing.T) {
 	}
 	if bytes.Contains([]byte(snapshot(t, work)), []byte(tempPrefix)) {
 		t.Fatal("temporary files left in the workspace")
+	}
+}
+
+// TestApplyRefusalHasEveryClass checks, through the library, that an apply
+// runs every check before it refuses: a protected path and a drifted one
+// come back in one refusal (errors.Is ErrRefused), the protected class
+// first, each with its repair, and nothing is written.
+func TestApplyRefusalHasEveryClass(t *testing.T) {
+	if _, err := exec.LookPath("sh"); err != nil {
+		t.Skip("needs sh")
+	}
+	ctx := context.Background()
+	work, state := t.TempDir(), t.TempDir()
+	for p, c := range map[string]string{"a.txt": "a\n", "conf/secret": "s\n"} {
+		if err := os.MkdirAll(filepath.Dir(filepath.Join(work, p)), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(work, p), []byte(c), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ws, err := Open(ctx, work, Options{StateDir: state})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ws.Close()
+	st, err := ws.Begin(ctx, BeginOptions{Protect: []string{"conf"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res, err := st.Run(ctx, []string{"sh", "-c", "echo staged > a.txt && echo t > conf/secret"}, RunOptions{}); err != nil || res.ExitCode != 0 {
+		t.Fatalf("run: %v, %v", err, res)
+	}
+	if err := os.WriteFile(filepath.Join(work, "a.txt"), []byte("outside\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	before := snapshot(t, work)
+	_, err = st.Apply(ctx, ApplyOptions{})
+	if !errors.Is(err, ErrRefused) {
+		t.Fatalf("apply: %v, want a refusal", err)
+	}
+	e := AsError(err)
+	if e.Code != CodeProtected {
+		t.Errorf("code %s, want %s (the first class present)", e.Code, CodeProtected)
+	}
+	var classes []ConflictClass
+	for _, c := range e.Conflicts {
+		classes = append(classes, c.Class())
+	}
+	if fmt.Sprint(classes) != "[protected drift]" {
+		t.Errorf("conflict classes %v, want [protected drift]: %+v", classes, e.Conflicts)
+	}
+	repaired := map[ConflictClass][]RepairAction{}
+	for _, r := range e.Repairs {
+		if r.Stage != st.ID() {
+			t.Errorf("repair names stage %q, want %s: %+v", r.Stage, st.ID(), r)
+		}
+		repaired[r.Class] = append(repaired[r.Class], r.Action)
+	}
+	if !slices.Contains(repaired[ClassProtected], RepairApprove) || !slices.Contains(repaired[ClassDrift], RepairExclude) {
+		t.Errorf("repairs %+v, want approve for protected and exclude for drift", e.Repairs)
+	}
+	if got := snapshot(t, work); got != before {
+		t.Fatalf("a refused apply changed the workspace:\n%s", got)
 	}
 }

@@ -131,8 +131,8 @@ func (s *Stage) keepFromWorkspace(ctx context.Context, root *fsx.Root, batch *bl
 	if e.Type != tree.File || e.Digest == "" || s.ws.blobs.Has(blob.Digest(e.Digest)) {
 		return nil
 	}
-	cur, err := workspaceDigest(root, e.Path)
-	if err != nil || cur != e.Digest {
+	cur, err := entryAt(ctx, root, e.Path, contentReader{})
+	if err != nil || !cur.holdsFile(e.Digest) {
 		return nil // see above
 	}
 	data, err := s.ws.readWorkspaceFile(root, e.Path, e.Digest)

@@ -13,48 +13,20 @@ import (
 	"github.com/wtx-dev/wtx/internal/tree"
 )
 
-// opRecord is what an op leaves in the database; the journal carries it so
-// that recovery can record an op that committed just before a crash.
-type opRecord struct {
-	Op      state.Op `json:"op"`
-	Receipt Receipt  `json:"receipt"`
-	// Step, for the apply of a flow step, is the step's result: recordOp
-	// writes it in the op's transaction, so a recovered op records it too.
-	Step *flowStepRecord `json:"flow_step,omitempty"`
-}
-
 func (w *Workspace) journalDir() string {
 	return filepath.Join(w.workspaceStateDir(), "journal")
 }
 
-// commitOp runs the write-ahead protocol for changes, which a.check has
-// verified: journal the whole plan durably, execute it, sync, mark it
-// committed, clean up, record it, settle what it belongs to (settle, when
-// not nil: an apply advances its stage), and drop the journal. On an error
-// before the commit marker everything done is undone and nothing is
-// recorded. After it, the journal goes only once the op is recorded and
-// settled, so that a crash anywhere in between is finished by recovery
-// exactly as the apply would have finished.
-func (w *Workspace) commitOp(ctx context.Context, a *applier, rec *opRecord, changes []tree.Change, settle func() error) error {
-	steps := tree.Plan(changes)
-	a.rmdirs = map[string]bool{}
-	for _, st := range steps {
-		if st.Kind == tree.StepRmdir {
-			a.rmdirs[st.Path] = true
-		}
-	}
-	short := rec.Op.ID[len(rec.Op.ID)-8:]
-	recs := make([]journal.Record, len(steps))
-	for i, st := range steps {
-		r := journal.Record{Step: st, Tmp: fmt.Sprintf("%s%s-%d-", tempPrefix, short, i)}
-		if st.Kind == tree.StepRemove && a.rmdirs[tree.Parent(st.Path)] {
-			r.Unlink = true
-		}
-		if id, ok := a.ident[st.Path]; ok && st.Old != nil {
-			r.Ident = tree.Stat{Ino: id.Ino, Dev: id.Dev, Size: id.Size, Mtime: id.Mtime, Ctime: id.Ctime}
-		}
-		recs[i] = r
-	}
+// commitOp runs the write-ahead protocol for changes, which a casReader
+// has verified and whose pre-images are in the blob store: journal the whole
+// plan durably, execute it with x, sync, mark it committed, clean up, record
+// it, settle what it belongs to (settle, when not nil: an apply advances its
+// stage), and drop the journal. On an error before the commit marker
+// everything done is undone and nothing is recorded. After it, the journal
+// goes only once the op is recorded and settled, so that a crash anywhere in
+// between is finished by recovery exactly as the apply would have finished.
+func (w *Workspace) commitOp(ctx context.Context, x *executor, rec *opRecord, changes []tree.Change, settle func() error) error {
+	recs := x.records(rec.Op.ID, tree.Plan(changes))
 	rec.Receipt.Digest = rec.Receipt.ComputeDigest()
 	body, err := json.Marshal(rec)
 	if err != nil {
@@ -70,8 +42,8 @@ func (w *Workspace) commitOp(ctx context.Context, a *applier, rec *opRecord, cha
 		return AsError(fmt.Errorf("write journal: %w", err))
 	}
 	failpoint.Hit("apply:journaled")
-	if err := a.prepareTemps(recs); err != nil {
-		if !a.dropPretemps(recs) {
+	if err := x.prepareTemps(recs); err != nil {
+		if !x.dropPretemps(recs) {
 			// A temporary file stays in the workspace: so does the
 			// journal, and recovery removes it.
 			return &Error{Code: CodeInternal, Message: fmt.Sprintf("write the new contents: %v; temporary files are left for recovery", err)}
@@ -79,8 +51,8 @@ func (w *Workspace) commitOp(ctx context.Context, a *applier, rec *opRecord, cha
 		journal.Remove(w.journalDir(), rec.Op.ID)
 		return AsError(fmt.Errorf("write the new contents: %w", err))
 	}
-	err = a.execute(ctx, recs)
-	dropped := a.dropPretemps(recs)
+	err = x.execute(ctx, recs)
+	dropped := x.dropPretemps(recs)
 	if err != nil {
 		var e *Error
 		if errors.As(err, &e) && e.Code == CodeInternal || !dropped {
@@ -112,7 +84,7 @@ func (w *Workspace) commitOp(ctx context.Context, a *applier, rec *opRecord, cha
 	if !failpoint.Disabled("finish-after-commit") {
 		ctx = context.WithoutCancel(ctx)
 	}
-	clean := a.cleanup()
+	clean := x.cleanup()
 	if err := w.recordOp(ctx, *rec); err != nil {
 		return err
 	}

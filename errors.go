@@ -84,17 +84,82 @@ var (
 	ErrInternal     = errors.New("internal error")
 )
 
-// Repair is a way out of a refusal, with a command a person can run.
+// RepairAction names a way out of a refusal (an alias: the answer
+// types and older code spell actions as strings). The library says what to do
+// and to which stage and paths; the command line and MCP render it in their
+// users' terms (a command, a tool call).
+type RepairAction = string
+
+// Repair actions the apply engine offers.
+const (
+	// RepairRebase: carry the stage's edits onto the workspace's current
+	// content, then apply again.
+	RepairRebase RepairAction = "rebase"
+	// RepairRebaseMerge: merge the drifted files three-way, then apply
+	// again.
+	RepairRebaseMerge RepairAction = "merge"
+	// RepairExclude: apply the rest; Paths stay staged.
+	RepairExclude RepairAction = "exclude"
+	// RepairReread: read Paths again in the stage and check its changes
+	// still hold; the stale reads then clear.
+	RepairReread RepairAction = "re-read"
+	// RepairIgnoreStale: apply with the stale reads ignored.
+	RepairIgnoreStale RepairAction = "ignore"
+	// RepairApprove: a person approves the protected Paths.
+	RepairApprove RepairAction = "approve"
+	// RepairRestage: drop the stage and redo its work on the current
+	// workspace.
+	RepairRestage RepairAction = "restage"
+	// RepairReview: look at the change set again.
+	RepairReview RepairAction = "review"
+)
+
+// Repair is a way out of a refusal. Class says which conflicts it answers
+// (empty: the refusal as a whole). Action, Stage and Paths are what a
+// program acts on; Command is a rendering for people (the command line
+// fills it where the library left it empty).
 type Repair struct {
-	Action  string `json:"action"`
-	Detail  string `json:"detail"`
-	Command string `json:"command,omitempty"`
+	Action  RepairAction
+	Class   ConflictClass
+	Detail  string
+	Stage   string
+	Paths   []string
+	Command string
+}
+
+// ConflictClass groups conflicts by what a person does about them.
+type ConflictClass string
+
+// Conflict classes, in the order an apply reports them.
+const (
+	// ClassBoundary: the path cannot be written without leaving the
+	// workspace or writing through a link or a shared inode.
+	ClassBoundary ConflictClass = "boundary"
+	// ClassProtected: the path is protected and the apply is not approved.
+	ClassProtected ConflictClass = "protected"
+	// ClassDrift: the workspace path changed since the stage's base.
+	ClassDrift ConflictClass = "drift"
+	// ClassStaleRead: a file the stage read changed in the workspace since.
+	ClassStaleRead ConflictClass = "stale-read"
+)
+
+// Class returns the conflict's class, from its kind.
+func (c Conflict) Class() ConflictClass {
+	switch c.Kind {
+	case "boundary", "symlink", "shared-inode":
+		return ClassBoundary
+	case "protected":
+		return ClassProtected
+	case "stale-read":
+		return ClassStaleRead
+	}
+	return ClassDrift
 }
 
 // Conflict is one path that blocks an apply.
 type Conflict struct {
 	Path    string `json:"path"`
-	Kind    string `json:"kind"`              // what happened outside: "modified", "created", "deleted", "type-changed", "added-inside-deleted-dir", "symlink", "protected", "shared-inode", "special"
+	Kind    string `json:"kind"`              // what happened: "modified", "created", "deleted", "type-changed", "added-inside-deleted-dir" (drift), "symlink", "boundary", "shared-inode" (boundary), "protected", "stale-read", "rebase", "expect-hash"
 	Base    string `json:"base,omitempty"`    // digest (or "absent") the stage expected
 	Current string `json:"current,omitempty"` // digest (or "absent") found now
 	Detail  string `json:"detail,omitempty"`

@@ -87,15 +87,49 @@ type conflictJSON struct {
 	Path    string `json:"path"`
 	PathB64 string `json:"path_b64,omitempty"`
 	Kind    string `json:"kind"`
+	Class   string `json:"class"`
 	Base    string `json:"base,omitempty"`
 	Current string `json:"current,omitempty"`
 	Detail  string `json:"detail,omitempty"`
 	Op      string `json:"op_id,omitempty"`
 }
 
-// MarshalJSON writes the conflict with a byte-safe path.
+// MarshalJSON writes the conflict with a byte-safe path and its class.
 func (c Conflict) MarshalJSON() ([]byte, error) {
-	return json.Marshal(conflictJSON{jsonname.Text(c.Path), jsonname.B64(c.Path), c.Kind, c.Base, c.Current, c.Detail, c.Op})
+	return json.Marshal(conflictJSON{jsonname.Text(c.Path), jsonname.B64(c.Path), c.Kind, string(c.Class()), c.Base, c.Current, c.Detail, c.Op})
+}
+
+type repairJSON struct {
+	Action   RepairAction  `json:"action"`
+	Class    ConflictClass `json:"class,omitempty"`
+	Detail   string        `json:"detail"`
+	Stage    string        `json:"tx,omitempty"`
+	Paths    []string      `json:"paths,omitempty"`
+	PathsB64 []string      `json:"paths_b64,omitempty"`
+	Command  string        `json:"command,omitempty"`
+}
+
+// MarshalJSON writes the repair with byte-safe paths.
+func (r Repair) MarshalJSON() ([]byte, error) {
+	j := repairJSON{Action: r.Action, Class: r.Class, Detail: r.Detail, Stage: r.Stage, Command: r.Command}
+	if len(r.Paths) > 0 {
+		j.Paths, j.PathsB64 = jsonname.Texts(r.Paths), jsonname.B64s(r.Paths)
+	}
+	return json.Marshal(j)
+}
+
+// UnmarshalJSON reads what MarshalJSON writes.
+func (r *Repair) UnmarshalJSON(data []byte) error {
+	var j repairJSON
+	if err := json.Unmarshal(data, &j); err != nil {
+		return err
+	}
+	paths, err := jsonname.Names(j.Paths, j.PathsB64)
+	if err != nil {
+		return fmt.Errorf("paths: %w", err)
+	}
+	*r = Repair{Action: j.Action, Class: j.Class, Detail: j.Detail, Stage: j.Stage, Paths: paths, Command: j.Command}
+	return nil
 }
 
 // UnmarshalJSON reads what MarshalJSON writes.
@@ -196,101 +230,6 @@ func (op *TxOp) UnmarshalJSON(data []byte) error {
 		return err
 	}
 	*op = TxOp{Seq: j.Seq, Kind: j.Kind, Argv: argv, Created: j.Created, Files: j.Files, Old: old, New: nw, All: j.All, ExpectHash: j.ExpectHash, Status: j.Status, Checkpoint: j.Checkpoint}
-	return nil
-}
-
-type opBodyJSON struct {
-	Stage           string     `json:"stage"`
-	Paths           []string   `json:"paths"`
-	PathsB64        []string   `json:"paths_b64,omitempty"`
-	Written         []string   `json:"written"`
-	WrittenB64      []string   `json:"written_b64,omitempty"`
-	ChangesetDigest string     `json:"changeset_digest"`
-	Changes         []opChange `json:"changes"`
-	Undoes          string     `json:"undoes,omitempty"`
-	Exclude         []string   `json:"exclude,omitempty"`
-	ExcludeB64      []string   `json:"exclude_b64,omitempty"`
-}
-
-// MarshalJSON writes the body with byte-safe paths.
-func (b opBody) MarshalJSON() ([]byte, error) {
-	return json.Marshal(opBodyJSON{b.Stage, jsonname.Texts(b.Paths), jsonname.B64s(b.Paths), jsonname.Texts(b.Written), jsonname.B64s(b.Written),
-		b.ChangesetDigest, b.Changes, b.Undoes, jsonname.Texts(b.Exclude), jsonname.B64s(b.Exclude)})
-}
-
-// UnmarshalJSON reads what MarshalJSON writes.
-func (b *opBody) UnmarshalJSON(data []byte) error {
-	var j opBodyJSON
-	if err := json.Unmarshal(data, &j); err != nil {
-		return err
-	}
-	paths, err := jsonname.Names(j.Paths, j.PathsB64)
-	if err != nil {
-		return fmt.Errorf("paths: %w", err)
-	}
-	written, err := jsonname.Names(j.Written, j.WrittenB64)
-	if err != nil {
-		return fmt.Errorf("written: %w", err)
-	}
-	exclude, err := jsonname.Names(j.Exclude, j.ExcludeB64)
-	if err != nil {
-		return fmt.Errorf("exclude: %w", err)
-	}
-	*b = opBody{j.Stage, paths, written, j.ChangesetDigest, j.Changes, j.Undoes, exclude}
-	return nil
-}
-
-type opChangeJSON struct {
-	Path    string     `json:"path"`
-	PathB64 string     `json:"path_b64,omitempty"`
-	Old     *entryJSON `json:"old"`
-	New     *entryJSON `json:"new"`
-}
-
-// MarshalJSON writes the change with a byte-safe path.
-func (c opChange) MarshalJSON() ([]byte, error) {
-	return json.Marshal(opChangeJSON{jsonname.Text(c.Path), jsonname.B64(c.Path), c.Old, c.New})
-}
-
-// UnmarshalJSON reads what MarshalJSON writes.
-func (c *opChange) UnmarshalJSON(data []byte) error {
-	var j opChangeJSON
-	if err := json.Unmarshal(data, &j); err != nil {
-		return err
-	}
-	p, err := jsonname.Name(j.Path, j.PathB64)
-	if err != nil {
-		return err
-	}
-	*c = opChange{p, j.Old, j.New}
-	return nil
-}
-
-type entryJSONJSON struct {
-	Type      string `json:"type"`
-	Perm      uint32 `json:"perm"`
-	Size      int64  `json:"size"`
-	Digest    string `json:"digest,omitempty"`
-	Target    string `json:"target,omitempty"`
-	TargetB64 string `json:"target_b64,omitempty"`
-}
-
-// MarshalJSON writes the entry with a byte-safe target.
-func (e entryJSON) MarshalJSON() ([]byte, error) {
-	return json.Marshal(entryJSONJSON{e.Type, e.Perm, e.Size, e.Digest, jsonname.Text(e.Target), jsonname.B64(e.Target)})
-}
-
-// UnmarshalJSON reads what MarshalJSON writes.
-func (e *entryJSON) UnmarshalJSON(data []byte) error {
-	var j entryJSONJSON
-	if err := json.Unmarshal(data, &j); err != nil {
-		return err
-	}
-	target, err := jsonname.Name(j.Target, j.TargetB64)
-	if err != nil {
-		return err
-	}
-	*e = entryJSON{j.Type, j.Perm, j.Size, j.Digest, target}
 	return nil
 }
 

@@ -54,8 +54,7 @@ func (s *Stage) rebase(ctx context.Context, merge, trial bool) (*RebaseResult, e
 		return nil, AsError(err)
 	}
 	defer root.Close()
-	a := &applier{ws: s.ws, root: root, base: cs.base, ident: map[string]fsx.Stat{}, readOnly: true}
-	_, _, drift, err := a.check(ctx, cs.changes)
+	_, _, drift, err := newCASReader(root, cs.base, nil).check(ctx, cs.changes)
 	if err != nil {
 		return nil, err
 	}
@@ -74,14 +73,15 @@ func (s *Stage) rebase(ctx context.Context, merge, trial bool) (*RebaseResult, e
 	var failures []Conflict
 	for _, d := range drift {
 		p := d.Path
-		cur, err := workspaceDigest(root, p)
+		at, err := entryAt(ctx, root, p, contentReader{})
 		if err != nil {
 			return nil, err
 		}
-		if cur == "absent" || cur == "not-a-file" {
+		if !at.found() || at.Entry.Type != tree.File {
 			failures = append(failures, Conflict{Path: p, Kind: d.Kind, Detail: "the workspace no longer holds a file there; nothing to re-run the edits on"})
 			continue
 		}
+		cur := at.Entry.Digest
 		theirs, err := s.ws.readWorkspaceFile(root, p, cur)
 		if err != nil {
 			return nil, err

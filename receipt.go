@@ -5,8 +5,10 @@ import (
 	"crypto/sha256"
 	"encoding/json"
 	"fmt"
+	"strings"
 	"time"
 
+	"github.com/wtx-dev/wtx/internal/blob"
 	"github.com/wtx-dev/wtx/internal/quote"
 	"github.com/wtx-dev/wtx/internal/state"
 	"github.com/wtx-dev/wtx/internal/tree"
@@ -161,4 +163,97 @@ func (s *Stage) Receipts(ctx context.Context) ([]Receipt, error) {
 		out = append(out, r)
 	}
 	return out, nil
+}
+
+// VerifyReceipt checks a receipt's JSON: every field C-007 requires is
+// present and its digest matches its content. It returns the receipt.
+func VerifyReceipt(data []byte) (*Receipt, error) {
+	var raw map[string]json.RawMessage
+	if err := json.Unmarshal(data, &raw); err != nil {
+		return nil, errorf(CodeReceiptInvalid, "not a receipt: %v", err)
+	}
+	if inner, ok := raw["receipt"]; ok { // a whole --json answer
+		if err := json.Unmarshal(inner, &raw); err != nil {
+			return nil, errorf(CodeReceiptInvalid, "not a receipt: %v", err)
+		}
+		data = inner
+	}
+	var missing []string
+	for _, f := range receiptFields {
+		if _, ok := raw[f]; !ok {
+			missing = append(missing, f)
+		}
+	}
+	if len(missing) > 0 {
+		return nil, errorf(CodeReceiptInvalid, "receipt lacks %s", strings.Join(missing, ", "))
+	}
+	var rj receiptJSON
+	dec := json.NewDecoder(strings.NewReader(string(data)))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&rj); err != nil {
+		return nil, errorf(CodeReceiptInvalid, "receipt does not parse: %v", err)
+	}
+	r, err := rj.receipt()
+	if err != nil {
+		return nil, errorf(CodeReceiptInvalid, "receipt does not parse: %v", err)
+	}
+	for _, d := range []struct{ name, v string }{{"base_digest", r.BaseDigest}, {"result_digest", r.ResultDigest}, {"changeset_digest", r.ChangesetDigest}} {
+		if r.Kind != "undo" || d.name == "changeset_digest" {
+			if _, err := blob.ParseDigest(d.v); err != nil {
+				return nil, errorf(CodeReceiptInvalid, "receipt %s: %s is not a digest: %q", r.ID, d.name, d.v)
+			}
+		}
+	}
+	if got := r.ComputeDigest(); got != r.Digest {
+		return nil, errorf(CodeReceiptInvalid, "receipt %s: digest mismatch: it says %s, its content gives %s", r.ID, r.Digest, got)
+	}
+	return &r, nil
+}
+
+// receiptFields are the JSON fields every receipt must carry.
+var receiptFields = []string{"schema_version", "id", "kind", "workspace", "tx", "op_id", "created_at", "backend",
+	"command", "exit_code", "base_digest", "result_digest", "changeset_digest", "counts", "paths", "refusal",
+	"exclusions", "protections", "protected_paths", "approved", "not_transactional", "digest"}
+
+// Receipt finds a receipt by op id (the op's receipt) or stage ref (the
+// stage's latest receipt).
+func (w *Workspace) Receipt(ctx context.Context, ref string) (*Receipt, error) {
+	if strings.HasPrefix(ref, "op-") {
+		op, err := w.Op(ctx, ref)
+		if err != nil {
+			return nil, err
+		}
+		s, err := w.Stage(ctx, op.Tx)
+		if err != nil {
+			return nil, err
+		}
+		rs, err := s.Receipts(ctx)
+		if err != nil {
+			return nil, err
+		}
+		for i := range rs {
+			if rs[i].OpID == op.ID {
+				return &rs[i], nil
+			}
+		}
+		return nil, errorf(CodeOpNotFound, "op %s has no receipt", op.ID)
+	}
+	s, err := w.Stage(ctx, ref)
+	if err != nil {
+		return nil, err
+	}
+	if s.State() == StateOpen {
+		// A run its killed wtx left unfinished gets its receipt now.
+		if _, err := s.Running(ctx); err != nil {
+			return nil, err
+		}
+	}
+	rs, err := s.Receipts(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if len(rs) == 0 {
+		return nil, errorf(CodeStageNotFound, "stage %s has no receipt yet", s.ID())
+	}
+	return &rs[len(rs)-1], nil
 }

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -13,7 +12,6 @@ import (
 	"strings"
 	"syscall"
 
-	"github.com/wtx-dev/wtx/internal/blob"
 	"github.com/wtx-dev/wtx/internal/failpoint"
 	"github.com/wtx-dev/wtx/internal/fsx"
 	"github.com/wtx-dev/wtx/internal/journal"
@@ -205,8 +203,7 @@ func (w *Workspace) stagedTraces(ctx context.Context) (traces, stages []string, 
 		if err != nil {
 			return nil, nil, fmt.Errorf("stage %s: %w", s.ID(), err)
 		}
-		a := &applier{ws: w, root: root, base: cs.base, ident: map[string]fsx.Stat{}, readOnly: true}
-		_, already, conflicts, err := a.check(ctx, cs.changes)
+		_, already, conflicts, err := newCASReader(root, cs.base, nil).check(ctx, cs.changes)
 		if err != nil {
 			return nil, nil, fmt.Errorf("stage %s: %w", s.ID(), err)
 		}
@@ -446,10 +443,10 @@ func (rb *rollbacker) finishDir(d *fsx.Dir, r journal.Record) []error {
 	if err := removeTempsIn(d, tempPrefix+"restore-"); err != nil {
 		errs = append(errs, err)
 	}
-	cur, found, err := rb.entry(d, tree.Base(r.Step.Path))
+	at, err := entryIn(context.Background(), d, r.Step.Path, tree.Base(r.Step.Path), contentReader{})
 	if err != nil {
 		errs = append(errs, err)
-	} else if matches(cur, found, r.Step.Old) {
+	} else if at.holds(r.Step.Old) {
 		if err := removeTempsIn(d, r.Tmp); err != nil {
 			errs = append(errs, err)
 		}
@@ -508,10 +505,11 @@ func (rb *rollbacker) undo(r journal.Record, orig *tree.Entry) (*Conflict, error
 	}
 	defer d.Close()
 	name := tree.Base(st.Path)
-	cur, found, err := rb.entry(d, name)
+	at, err := entryIn(context.Background(), d, st.Path, name, contentReader{})
 	if err != nil {
 		return nil, err
 	}
+	cur, found := at.Entry, at.found()
 	if orig != nil && found && tree.SameContent(cur, orig) {
 		if st.Kind == tree.StepWrite || st.Kind == tree.StepSymlink {
 			return nil, removeTempsIn(d, r.Tmp)
@@ -658,45 +656,8 @@ func (rb *rollbacker) undo(r journal.Record, orig *tree.Entry) (*Conflict, error
 	return cf, nil
 }
 
-// entry reads what name holds now (files are hashed). A name that is not
-// there is (nil, false, nil); one that cannot be read is an error, never an
-// entry without its digest or target.
-func (rb *rollbacker) entry(d *fsx.Dir, name string) (*tree.Entry, bool, error) {
-	st, err := d.Lstat(name)
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil, false, nil
-	}
-	if err != nil {
-		return nil, false, fmt.Errorf("inspect: %w", err)
-	}
-	e := &tree.Entry{Path: name, Type: tree.TypeOf(st.Mode), Size: st.Size}
-	switch e.Type {
-	case tree.File:
-		e.Perm = uint32(st.Mode.Perm())
-		f, err := d.OpenFile(name)
-		if err != nil {
-			return nil, false, fmt.Errorf("read: %w", err)
-		}
-		h := blob.NewHasher()
-		_, err = io.Copy(h, f)
-		f.Close()
-		if err != nil {
-			return nil, false, fmt.Errorf("read: %w", err)
-		}
-		e.Digest = string(h.Digest())
-	case tree.Dir:
-		e.Perm = uint32(st.Mode.Perm())
-	case tree.Symlink:
-		if e.Target, err = d.Readlink(name); err != nil {
-			return nil, false, fmt.Errorf("read the link: %w", err)
-		}
-	}
-	return e, true, nil
-}
-
 func (rb *rollbacker) restore(d *fsx.Dir, name string, old *tree.Entry) error {
-	a := &applier{ws: rb.w, root: rb.root}
-	return a.restore(d, name, old)
+	return restoreEntry(rb.w.blobs, d, name, old)
 }
 
 // unlinkTemp removes the moved-aside pre-image tmp if it is still the
@@ -830,8 +791,7 @@ func (w *Workspace) settleApplied(ctx context.Context, rec opRecord) error {
 			rest = append(rest, c)
 		}
 	}
-	a := &applier{ws: w, root: root, base: cs.base, ident: map[string]fsx.Stat{}, readOnly: true}
-	_, already, _, err := a.check(ctx, rest)
+	_, already, _, err := newCASReader(root, cs.base, nil).check(ctx, rest)
 	if err != nil {
 		return err
 	}

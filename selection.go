@@ -164,8 +164,8 @@ func (s *Stage) protectedError(paths []string) *Error {
 	}
 	return &Error{Code: CodeProtected, Message: msg, Conflicts: prot,
 		Repairs: []Repair{
-			{Action: "approve", Detail: "apply the protected paths too", Command: "wtx apply " + s.ID() + " --approve"},
-			{Action: "exclude", Detail: "apply the rest; the protected paths stay staged", Command: "wtx apply " + s.ID() + ex.String()},
+			{Action: RepairApprove, Class: ClassProtected, Stage: s.ID(), Paths: paths, Detail: "apply the protected paths too", Command: "wtx apply " + s.ID() + " --approve"},
+			{Action: RepairExclude, Class: ClassProtected, Stage: s.ID(), Paths: paths, Detail: "apply the rest; the protected paths stay staged", Command: "wtx apply " + s.ID() + ex.String()},
 		}}
 }
 
@@ -187,6 +187,14 @@ func gitRoot(p string) (string, bool) {
 // paths, or start again.
 func driftRepairs(s *Stage, conflicts []Conflict) []Repair {
 	var ex strings.Builder
+	paths := make([]string, len(conflicts))
+	for i, c := range conflicts {
+		paths[i] = c.Path
+	}
+	class := ClassDrift
+	if len(conflicts) > 0 {
+		class = conflicts[0].Class()
+	}
 	for i, c := range conflicts {
 		if i == 8 {
 			ex.WriteString(" …")
@@ -195,10 +203,10 @@ func driftRepairs(s *Stage, conflicts []Conflict) []Repair {
 		ex.WriteString(" --exclude " + shellQuote(LiteralSelector(c.Path)))
 	}
 	return []Repair{
-		{Action: "rebase", Detail: "carry the stage's edits onto the workspace's current content, then apply again", Command: "wtx rebase " + s.ID()},
-		{Action: "merge", Detail: "merge the drifted files three-way (the stage's changes and the workspace's both land), then apply again", Command: "wtx rebase " + s.ID() + " --merge"},
-		{Action: "exclude", Detail: "apply the rest; the drifted paths stay staged", Command: "wtx apply " + s.ID() + ex.String()},
-		{Action: "restage", Detail: "drop this stage and run the command again on the current workspace", Command: "wtx drop " + s.ID()},
+		{Action: RepairRebase, Class: class, Stage: s.ID(), Detail: "carry the stage's edits onto the workspace's current content, then apply again", Command: "wtx rebase " + s.ID()},
+		{Action: RepairRebaseMerge, Class: class, Stage: s.ID(), Detail: "merge the drifted files three-way (the stage's changes and the workspace's both land), then apply again", Command: "wtx rebase " + s.ID() + " --merge"},
+		{Action: RepairExclude, Class: class, Stage: s.ID(), Paths: paths, Detail: "apply the rest; the drifted paths stay staged", Command: "wtx apply " + s.ID() + ex.String()},
+		{Action: RepairRestage, Stage: s.ID(), Detail: "drop this stage and run the command again on the current workspace", Command: "wtx drop " + s.ID()},
 	}
 }
 

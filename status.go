@@ -97,8 +97,7 @@ func (s *Stage) Status(ctx context.Context, paths []string) (*Status, error) {
 	if len(cs.changes) == 0 {
 		return st, nil
 	}
-	a := &applier{ws: s.ws, root: root, base: cs.base, ident: map[string]fsx.Stat{}, readOnly: true}
-	_, _, conflicts, err := a.check(ctx, cs.changes)
+	_, _, conflicts, err := newCASReader(root, cs.base, nil).check(ctx, cs.changes)
 	if err != nil {
 		return nil, err
 	}

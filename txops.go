@@ -562,28 +562,29 @@ func (s *Stage) refreshUntouched(ctx context.Context, v stage.View, fo stage.Fil
 		return nil, nil, AsError(err)
 	}
 	defer root.Close()
-	cur, err := workspaceDigest(root, path)
+	at, err := entryAt(ctx, root, path, contentReader{})
 	if err != nil {
 		return nil, nil, err
 	}
-	if b != nil && cur == b.Digest {
-		if st, err := root.Lstat(path); err == nil && uint32(st.Mode.Perm()) == b.Perm {
-			return side, data, nil // up to date
-		}
+	absent := at.Presence == atAbsent || at.Presence == atNoParent || at.Presence == atParentNotDir
+	isFile := at.found() && at.Entry.Type == tree.File
+	if b != nil && isFile && at.Entry.Digest == b.Digest && at.Entry.Perm == b.Perm {
+		return side, data, nil // up to date
 	}
-	if b == nil && cur == "absent" {
+	if b == nil && absent {
 		return nil, nil, nil
 	}
 	var entry *tree.Entry
-	switch cur {
-	case "absent":
+	switch {
+	case absent:
 		if err := fo.Remove(ctx, path); err != nil && !errors.Is(err, fs.ErrNotExist) {
 			return nil, nil, s.fileOpError(path, err)
 		}
 		side, data = nil, nil
-	case "not-a-file", "symlink":
+	case !isFile:
 		return side, data, nil // not ours to refresh: a read sees the stage's file
 	default:
+		cur := at.Entry.Digest
 		content, err := s.ws.readWorkspaceFile(root, path, cur)
 		if err != nil {
 			return nil, nil, err

@@ -125,7 +125,10 @@ func OpID(id string) *string {
 // a tool call for an MCP client. Either may be missing when the repair is
 // something to do by hand.
 type Repair struct {
-	Action    string    `json:"action"`
+	Action string `json:"action"`
+	// Class is the class of conflicts the repair answers (drift,
+	// stale-read, protected, boundary); empty for the refusal as a whole.
+	Class     string    `json:"class,omitempty"`
 	Detail    string    `json:"detail"`
 	Command   string    `json:"command,omitempty"`
 	Tool      string    `json:"tool,omitempty"`
@@ -170,7 +173,7 @@ func NewError(e *wtx.Error, code int) Error {
 	out := Error{Code: e.Code, Message: Text(e.Message), ExitCode: code, Repairs: []Repair{},
 		Conflicts: orEmpty(e.Conflicts), Diagnostics: e.Diagnostics}
 	for _, r := range e.Repairs {
-		out.Repairs = append(out.Repairs, Repair{Action: string(r.Action), Detail: r.Detail, Command: r.Command})
+		out.Repairs = append(out.Repairs, Repair{Action: string(r.Action), Class: string(r.Class), Detail: r.Detail, Command: r.Command})
 	}
 	return out
 }

@@ -146,7 +146,7 @@ func (g *globals) fail(command string, err error) int {
 			e = wtx.AsError(err)
 		}
 	}
-	e = withHints(e)
+	e = withCommands(withHints(e))
 	code := e.ExitCode()
 	if g.runCommand {
 		switch e.Code {

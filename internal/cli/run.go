@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -186,7 +187,7 @@ func runRun(c *cobra.Command, g *globals, begin wtx.BeginOptions, tx string, app
 func applyOnSuccessFailed(g *globals, st *wtx.Stage, res *wtx.RunResult, out answer.Run, err error) error {
 	e := wtx.AsError(err)
 	code := 125
-	if e.ExitCode() == 2 {
+	if errors.Is(e, wtx.ErrRefused) {
 		code = 2
 	}
 	g.exitCode = &code

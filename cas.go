@@ -1,0 +1,213 @@
+package wtx
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/wtx-dev/wtx/internal/blob"
+	"github.com/wtx-dev/wtx/internal/failpoint"
+	"github.com/wtx-dev/wtx/internal/fsx"
+	"github.com/wtx-dev/wtx/internal/quote"
+	"github.com/wtx-dev/wtx/internal/tree"
+)
+
+// casReader is the compare half of the engine's compare-and-swap: it
+// compares what every path of a change set holds in the workspace now with
+// the change's pre-image (Old) and post-image (New). Apply and undo use it
+// to decide what to write, status and rebase to report drift, and recovery
+// to tell what an interrupted apply left. It remembers the object it saw at
+// each path (ident), which the executor checks again just before it
+// displaces it.
+type casReader struct {
+	root *fsx.Root
+	cr   contentReader
+	// ident holds, per path, the workspace object the reader saw.
+	ident map[string]fsx.Stat
+	// progress, if set, hears of each path checked (i of n).
+	progress func(i, n int)
+}
+
+// newCASReader returns a reader of root. With keep, every file it reads is
+// stored in that batch as it is hashed (the pre-images an apply or undo must
+// keep to be undone); without, files are only hashed, and a file whose stat
+// tuple still matches its entry in base is trusted to hold its base digest.
+func newCASReader(root *fsx.Root, base *tree.Manifest, keep *blob.Batch) *casReader {
+	c := &casReader{root: root, ident: map[string]fsx.Stat{}}
+	if keep != nil {
+		c.cr.put = keep.Put
+		return c
+	}
+	if base != nil {
+		c.cr.known = func(rel string, st fsx.Stat) (string, bool) {
+			b := base.Lookup(rel)
+			if b == nil || b.Type != tree.File || base.WSRacy(b) ||
+				b.WS != (tree.Stat{Ino: st.Ino, Dev: st.Dev, Size: st.Size, Mtime: st.Mtime, Ctime: st.Ctime}) {
+				return "", false
+			}
+			return b.Digest, true
+		}
+	}
+	return c
+}
+
+// check compares every path of cs with the workspace and splits the changes
+// into those to write (the path holds Old), those already in place (it
+// holds New), and conflicts (anything else). Every path is looked at: the
+// conflicts are complete.
+func (c *casReader) check(ctx context.Context, cs []tree.Change) (todo, already []tree.Change, conflicts []Conflict, err error) {
+	selected := make(map[string]*tree.Change, len(cs))
+	for i := range cs {
+		selected[cs[i].Path] = &cs[i]
+	}
+	for i := range cs {
+		ch := cs[i]
+		if err := ctx.Err(); err != nil {
+			return nil, nil, nil, err
+		}
+		if c.progress != nil {
+			c.progress(i, len(cs))
+		}
+		cur, cf, err := c.current(ctx, ch, selected)
+		if err != nil {
+			return nil, nil, nil, err
+		}
+		if cf != nil {
+			conflicts = append(conflicts, *cf)
+			continue
+		}
+		if failpoint.Disabled("cas") {
+			todo = append(todo, ch) // negative control: no compare-and-swap
+			continue
+		}
+		switch {
+		case cur.holds(ch.Old) && modeOnly(ch) && c.ident[ch.Path].Nlink > 1:
+			// fchmod would change the file's other hard links too, which
+			// may lie outside the workspace.
+			conflicts = append(conflicts, Conflict{Path: ch.Path, Kind: "shared-inode",
+				Detail: "a mode-only change of a file with other hard links would change them too"})
+		case cur.holds(ch.Old):
+			if ch.Old != nil && ch.Old.Type == tree.Dir && (ch.New == nil || ch.New.Type != tree.Dir) {
+				if cf := c.checkEmptied(ch.Path, selected); cf != nil {
+					conflicts = append(conflicts, *cf)
+					continue
+				}
+			}
+			todo = append(todo, ch)
+		case cur.holds(ch.New):
+			already = append(already, ch)
+		default:
+			conflicts = append(conflicts, describeConflict(ch, cur))
+		}
+	}
+	return todo, already, conflicts, nil
+}
+
+// current reads what ch's path holds now. A directory above it that is in
+// the way gives a conflict, unless this change set makes or removes that
+// directory itself.
+func (c *casReader) current(ctx context.Context, ch tree.Change, selected map[string]*tree.Change) (nameAt, *Conflict, error) {
+	rel := ch.Path
+	cur, err := entryAt(ctx, c.root, rel, c.cr)
+	if errors.Is(err, errBeingWritten) {
+		return cur, &Conflict{Path: rel, Kind: "modified", Detail: errBeingWritten.Error()}, nil
+	}
+	if err != nil {
+		return cur, nil, err
+	}
+	parent := tree.Parent(rel)
+	switch cur.Presence {
+	case atEntry:
+		c.ident[rel] = cur.Stat
+		return cur, nil, nil
+	case atAbsent:
+		return cur, nil, nil
+	case atParentMount:
+		return cur, &Conflict{Path: rel, Kind: "boundary", Detail: "a directory above it is now a mount point"}, nil
+	case atParentLink:
+		if created(parent, selected) {
+			return nameAt{Presence: atAbsent}, nil, nil // the link goes first, then the directory is made
+		}
+		return cur, &Conflict{Path: rel, Kind: "symlink", Detail: "a directory above it is now a symlink"}, nil
+	}
+	// The directory above is gone or is no longer one.
+	if created(parent, selected) || ch.New == nil {
+		return nameAt{Presence: atAbsent}, nil, nil // it is made by this change set, or gone with it
+	}
+	if cur.Presence == atNoParent {
+		return cur, &Conflict{Path: rel, Kind: "deleted", Detail: "its directory was removed outside the stage"}, nil
+	}
+	return cur, &Conflict{Path: rel, Kind: "type-changed", Detail: "a directory above it is no longer a directory"}, nil
+}
+
+// checkEmptied refuses the removal of a directory that holds anything the
+// base did not have (or that is not removed by this change set).
+func (c *casReader) checkEmptied(dir string, selected map[string]*tree.Change) *Conflict {
+	d, err := c.root.OpenDir(dir)
+	if err != nil {
+		return &Conflict{Path: dir, Kind: "type-changed", Detail: err.Error()}
+	}
+	defer d.Close()
+	names, err := d.ReadDir()
+	if err != nil {
+		return &Conflict{Path: dir, Kind: "modified", Detail: err.Error()}
+	}
+	for _, n := range names {
+		p := dir + "/" + n
+		ch, ok := selected[p]
+		if !ok || ch.Old == nil || (ch.New != nil && ch.New.Type == ch.Old.Type) {
+			return &Conflict{Path: p, Kind: "added-inside-deleted-dir",
+				Detail: fmt.Sprintf("the stage deletes %s but %s is in it and was not there when the stage opened (or is not part of the stage)", quote.Path(dir), quote.Path(p))}
+		}
+	}
+	return nil
+}
+
+// modeOnly reports whether c changes only a regular file's permission bits.
+func modeOnly(c tree.Change) bool {
+	return c.Old != nil && c.New != nil && c.Old.Type == tree.File && c.New.Type == tree.File &&
+		c.Old.Digest == c.New.Digest && c.Old.Perm != c.New.Perm
+}
+
+// created reports whether dir is made by this change set (an added
+// directory or a path that becomes one).
+func created(dir string, selected map[string]*tree.Change) bool {
+	for p := dir; p != "."; p = tree.Parent(p) {
+		if c, ok := selected[p]; ok && c.New != nil && c.New.Type == tree.Dir && (c.Old == nil || c.Old.Type != tree.Dir) {
+			return true
+		}
+	}
+	return false
+}
+
+// describeConflict names how a path that holds neither side of c differs.
+func describeConflict(c tree.Change, cur nameAt) Conflict {
+	cf := Conflict{Path: c.Path, Base: sideDigest(c.Old), Current: cur.String()}
+	switch {
+	case c.Old == nil:
+		cf.Kind = "created"
+	case !cur.found():
+		cf.Kind = "deleted"
+	case cur.Entry.Type != c.Old.Type:
+		cf.Kind = "type-changed"
+	default:
+		cf.Kind = "modified"
+	}
+	return cf
+}
+
+// sideDigest renders an entry for a conflict's Base or Current field.
+func sideDigest(e *tree.Entry) string {
+	if e == nil {
+		return "absent"
+	}
+	switch e.Type {
+	case tree.File:
+		return e.Digest
+	case tree.Symlink:
+		return "symlink:" + e.Target
+	case tree.Dir:
+		return fmt.Sprintf("dir:%04o", e.Perm)
+	}
+	return e.Type.String()
+}

@@ -1,0 +1,621 @@
+package wtx
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"sort"
+	"syscall"
+
+	"github.com/wtx-dev/wtx/internal/blob"
+	"github.com/wtx-dev/wtx/internal/failpoint"
+	"github.com/wtx-dev/wtx/internal/fsx"
+	"github.com/wtx-dev/wtx/internal/journal"
+	"github.com/wtx-dev/wtx/internal/quote"
+	"github.com/wtx-dev/wtx/internal/stage"
+	"github.com/wtx-dev/wtx/internal/tree"
+)
+
+// This file is the swap half of the compare-and-swap: the executor runs a
+// journaled plan on the workspace, one function per step kind, each
+// returning how to undo it. Every step checks once more that the object it
+// displaces is the one the casReader saw (ident).
+
+// testHookStep, when set by a test, runs before each plan step; an error
+// makes that step fail.
+var testHookStep func(i int, st tree.Step) error
+
+// tempPrefix starts the name of every temporary file wtx makes in a
+// workspace directory while it applies.
+const tempPrefix = stage.TempPrefix
+
+// executor runs one op's plan.
+type executor struct {
+	root  *fsx.Root
+	blobs *blob.Store
+	// ident holds, per path, the object the casReader saw there.
+	ident map[string]fsx.Stat
+	// rmdirs holds the directories the plan removes: what is moved aside
+	// inside them is unlinked at once (it would keep them from going).
+	rmdirs map[string]bool
+	// trash holds the pre-images moved aside, removed once the op commits.
+	trash []*trashItem
+	// pretemps maps a record's temporary prefix to the temporary file made
+	// for it before the steps ran (see prepareTemps).
+	pretemps map[string]string
+	// progress, if set, hears of each step before it runs (i of n).
+	progress func(i, n int)
+}
+
+type trashItem struct {
+	dir, name string
+	live      bool
+}
+
+// newExecutor returns an executor of root whose compare-and-swap checks
+// against what cas saw.
+func newExecutor(root *fsx.Root, blobs *blob.Store, cas *casReader, progress func(i, n int)) *executor {
+	return &executor{root: root, blobs: blobs, ident: cas.ident, rmdirs: map[string]bool{}, progress: progress}
+}
+
+// records journals steps: each gets its temporary name (in its directory),
+// the identity of the object it displaces, and whether a pre-image moved
+// aside goes at once (its directory is removed later in the plan).
+func (x *executor) records(opID string, steps []tree.Step) []journal.Record {
+	for _, st := range steps {
+		if st.Kind == tree.StepRmdir {
+			x.rmdirs[st.Path] = true
+		}
+	}
+	short := opID[len(opID)-8:]
+	recs := make([]journal.Record, len(steps))
+	for i, st := range steps {
+		r := journal.Record{Step: st, Tmp: fmt.Sprintf("%s%s-%d-", tempPrefix, short, i)}
+		if st.Kind == tree.StepRemove && x.rmdirs[tree.Parent(st.Path)] {
+			r.Unlink = true
+		}
+		if id, ok := x.ident[st.Path]; ok && st.Old != nil {
+			r.Ident = tree.Stat{Ino: id.Ino, Dev: id.Dev, Size: id.Size, Mtime: id.Mtime, Ctime: id.Ctime}
+		}
+		recs[i] = r
+	}
+	return recs
+}
+
+// execute runs the plan. On any failure it undoes what it did, newest
+// first, and returns the error.
+func (x *executor) execute(ctx context.Context, recs []journal.Record) (err error) {
+	var undo []func() error
+	touched := map[string]bool{}
+	defer func() {
+		if err == nil {
+			return
+		}
+		var uerrs []error
+		for i := len(undo) - 1; i >= 0; i-- {
+			if uerr := undo[i](); uerr != nil {
+				uerrs = append(uerrs, uerr)
+			}
+		}
+		if len(uerrs) > 0 {
+			err = &Error{Code: CodeInternal,
+				Message: fmt.Sprintf("apply failed (%v) and could not be fully undone: %v", err, errors.Join(uerrs...))}
+		}
+	}()
+	for i, r := range recs {
+		st := r.Step
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		if testHookStep != nil {
+			if err := testHookStep(i, st); err != nil {
+				return AsError(err)
+			}
+		}
+		failpoint.Hit("apply:step")
+		if x.progress != nil {
+			x.progress(i, len(recs))
+		}
+		u, err := x.step(r)
+		failpoint.Hit("apply:step-done")
+		if err != nil {
+			var cf *Conflict
+			if errors.As(err, &cf) {
+				return &Error{Code: CodeTargetChanged,
+					Message:   fmt.Sprintf("%s changed outside the stage while it was applied (%s); nothing was written", quote.Path(cf.Path), cf.Kind),
+					Conflicts: []Conflict{*cf}}
+			}
+			return AsError(fmt.Errorf("apply %s %s: %w", st.Kind, st.Path, err))
+		}
+		if u != nil {
+			undo = append(undo, u)
+		}
+		touched[tree.Parent(st.Path)] = true
+		if st.Kind == tree.StepMkdir {
+			touched[st.Path] = true
+		}
+	}
+	// Barrier: every touched directory is synced before success is told.
+	dirs := make([]string, 0, len(touched))
+	for d := range touched {
+		if !x.rmdirs[d] {
+			dirs = append(dirs, d)
+		}
+	}
+	if err := syncDirs(x.root, dirs); err != nil {
+		return AsError(fmt.Errorf("sync the workspace: %w", err))
+	}
+	return nil
+}
+
+// step opens the step's directory and runs the function of its kind.
+func (x *executor) step(r journal.Record) (func() error, error) {
+	d, err := x.root.OpenDir(tree.Parent(r.Step.Path))
+	if err != nil {
+		if errors.Is(err, fsx.ErrSymlink) {
+			return nil, &Conflict{Path: r.Step.Path, Kind: "symlink", Detail: "a directory above it became a symlink"}
+		}
+		return nil, err
+	}
+	defer d.Close()
+	switch r.Step.Kind {
+	case tree.StepRemove:
+		return x.remove(d, r)
+	case tree.StepRmdir:
+		return x.rmdir(d, r)
+	case tree.StepMkdir:
+		return x.mkdir(d, r)
+	case tree.StepWrite, tree.StepSymlink:
+		return x.write(d, r)
+	case tree.StepChmod:
+		return x.chmod(d, r)
+	case tree.StepDirPerm:
+		return x.dirPerm(d, r)
+	}
+	return nil, fmt.Errorf("unknown step %v", r.Step.Kind)
+}
+
+// remove moves a file or symlink aside under the record's temporary name
+// (removed once the op commits), or unlinks it at once when its directory
+// goes too.
+func (x *executor) remove(d *fsx.Dir, r journal.Record) (func() error, error) {
+	st, name, tmp := r.Step, tree.Base(r.Step.Path), r.Tmp
+	if err := x.same(d, st.Path, name); err != nil {
+		return nil, err
+	}
+	if err := d.RenameNoReplace(name, d, tmp); err != nil {
+		return nil, err
+	}
+	failpoint.Hit("apply:moved-aside")
+	if err := x.same(d, st.Path, tmp); err != nil {
+		if rerr := d.RenameNoReplace(tmp, d, name); rerr != nil {
+			return nil, putBackError(st.Path, fmt.Errorf("changed while the apply ran"), rerr)
+		}
+		return nil, err
+	}
+	if r.Unlink {
+		// Its directory goes too: the pre-image lives on in the blob
+		// store (files) or in the plan (symlinks).
+		if err := d.Unlink(tmp); err != nil {
+			if rerr := d.RenameNoReplace(tmp, d, name); rerr != nil {
+				return nil, putBackError(st.Path, err, rerr)
+			}
+			return nil, err
+		}
+		return x.undoIn(st.Path, func(d *fsx.Dir) error { return restoreEntry(x.blobs, d, name, st.Old) }), nil
+	}
+	t := x.moveAside(st.Path, tmp)
+	return x.undoIn(st.Path, func(d *fsx.Dir) error {
+		t.live = false
+		return d.RenameNoReplace(tmp, d, name)
+	}), nil
+}
+
+// rmdir removes an empty directory.
+func (x *executor) rmdir(d *fsx.Dir, r journal.Record) (func() error, error) {
+	st, name := r.Step, tree.Base(r.Step.Path)
+	if err := x.same(d, st.Path, name); err != nil {
+		return nil, err
+	}
+	if err := d.Rmdir(name); err != nil {
+		if errors.Is(err, syscall.ENOTEMPTY) || errors.Is(err, fs.ErrExist) {
+			return nil, &Conflict{Path: st.Path, Kind: "added-inside-deleted-dir"}
+		}
+		return nil, err
+	}
+	perm := fs.FileMode(st.Old.Perm)
+	return x.undoIn(st.Path, func(d *fsx.Dir) error { return d.Mkdir(name, perm) }), nil
+}
+
+// mkdir makes a directory, private until the plan's last steps set its
+// permission bits.
+func (x *executor) mkdir(d *fsx.Dir, r journal.Record) (func() error, error) {
+	name := tree.Base(r.Step.Path)
+	if err := d.Mkdir(name, 0o700); err != nil {
+		if errors.Is(err, fs.ErrExist) {
+			return nil, &Conflict{Path: r.Step.Path, Kind: "created"}
+		}
+		return nil, err
+	}
+	return x.undoIn(r.Step.Path, func(d *fsx.Dir) error { return d.Rmdir(name) }), nil
+}
+
+// write puts a file or symlink in place: its new content is written under
+// a temporary name first (or was, by prepareTemps), then renamed over an
+// absent name or exchanged with the pre-image, which stays under the
+// temporary name until the op commits.
+func (x *executor) write(d *fsx.Dir, r journal.Record) (func() error, error) {
+	st, name := r.Step, tree.Base(r.Step.Path)
+	tmp, ok := x.pretemps[r.Tmp]
+	if ok {
+		delete(x.pretemps, r.Tmp)
+	} else {
+		var err error
+		if tmp, err = writeTemp(x.blobs, d, st.New, r.Tmp, true); err != nil {
+			return nil, err
+		}
+	}
+	failpoint.Hit("apply:temp-written")
+	if st.Old == nil {
+		if err := d.RenameNoReplace(tmp, d, name); err != nil {
+			_ = d.Unlink(tmp) // best effort: a leftover is the journal's to remove
+			if errors.Is(err, fs.ErrExist) {
+				return nil, &Conflict{Path: st.Path, Kind: "created"}
+			}
+			return nil, err
+		}
+		return x.undoIn(st.Path, func(d *fsx.Dir) error { return d.Unlink(name) }), nil
+	}
+	if err := d.Exchange(tmp, d, name); err != nil {
+		_ = d.Unlink(tmp) // best effort: a leftover is the journal's to remove
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil, &Conflict{Path: st.Path, Kind: "deleted"}
+		}
+		return nil, err
+	}
+	failpoint.Hit("apply:exchanged")
+	if err := x.same(d, st.Path, tmp); err != nil {
+		// Someone replaced the file between check and swap: put their
+		// version back and give up.
+		if rerr := d.Exchange(tmp, d, name); rerr != nil {
+			return nil, putBackError(st.Path, fmt.Errorf("changed while the apply ran"), rerr)
+		}
+		_ = d.Unlink(tmp) // best effort: a leftover is the journal's to remove
+		return nil, &Conflict{Path: st.Path, Kind: "modified", Detail: "changed while the apply ran"}
+	}
+	t := x.moveAside(st.Path, tmp)
+	return x.undoIn(st.Path, func(d *fsx.Dir) error {
+		t.live = false
+		if err := d.Exchange(tmp, d, name); err != nil {
+			return err
+		}
+		return d.Unlink(tmp)
+	}), nil
+}
+
+// chmod changes a file's permission bits.
+func (x *executor) chmod(d *fsx.Dir, r journal.Record) (func() error, error) {
+	st, name := r.Step, tree.Base(r.Step.Path)
+	if err := x.same(d, st.Path, name); err != nil {
+		return nil, err
+	}
+	if err := d.Chmod(name, fs.FileMode(st.New.Perm)); err != nil {
+		return nil, err
+	}
+	old := fs.FileMode(st.Old.Perm)
+	return x.undoIn(st.Path, func(d *fsx.Dir) error { return d.Chmod(name, old) }), nil
+}
+
+// dirPerm sets a directory's final permission bits.
+func (x *executor) dirPerm(d *fsx.Dir, r journal.Record) (func() error, error) {
+	st, name := r.Step, tree.Base(r.Step.Path)
+	cur, err := d.Lstat(name)
+	if err != nil || !cur.Mode.IsDir() {
+		return nil, &Conflict{Path: st.Path, Kind: "type-changed"}
+	}
+	if err := d.Chmod(name, fs.FileMode(st.New.Perm)); err != nil {
+		return nil, err
+	}
+	old := cur.Mode.Perm()
+	return x.undoIn(st.Path, func(d *fsx.Dir) error { return d.Chmod(name, old) }), nil
+}
+
+// same checks that name in d is the object the casReader saw at rel: the
+// swap half of the compare-and-swap.
+func (x *executor) same(d *fsx.Dir, rel, name string) error {
+	st, err := d.Lstat(name)
+	if errors.Is(err, fs.ErrNotExist) {
+		return &Conflict{Path: rel, Kind: "deleted"}
+	}
+	if err != nil {
+		return &Conflict{Path: rel, Kind: "modified", Detail: err.Error()}
+	}
+	if failpoint.Disabled("cas") {
+		return nil
+	}
+	want, ok := x.ident[rel]
+	switch {
+	case !ok, want.Ino != st.Ino, want.Mode.Type() != st.Mode.Type(),
+		st.Mode.IsRegular() && (want.Size != st.Size || want.Mtime != st.Mtime):
+		return &Conflict{Path: rel, Kind: "modified"}
+	}
+	return nil
+}
+
+// moveAside records a pre-image moved aside as tmp in rel's directory.
+func (x *executor) moveAside(rel, tmp string) *trashItem {
+	t := &trashItem{dir: tree.Parent(rel), name: tmp, live: true}
+	x.trash = append(x.trash, t)
+	return t
+}
+
+// putBackError reports a step that failed and could not put back what it
+// had moved: it is an internal error, so the journal stays and recovery
+// finishes the rollback.
+func putBackError(rel string, err, rerr error) error {
+	return &Error{Code: CodeInternal, Message: fmt.Sprintf("apply %s: %v, and it could not be put back: %v", rel, err, rerr)}
+}
+
+// undoIn returns an undo action that runs fn on rel's parent directory,
+// opened afresh when the undo runs (an earlier undo may have recreated it).
+func (x *executor) undoIn(rel string, fn func(d *fsx.Dir) error) func() error {
+	return func() error {
+		d, err := x.root.OpenDir(tree.Parent(rel))
+		if err != nil {
+			return fmt.Errorf("undo %s: %w", rel, err)
+		}
+		defer d.Close()
+		if err := fn(d); err != nil {
+			return fmt.Errorf("undo %s: %w", rel, err)
+		}
+		return nil
+	}
+}
+
+// prepareTemps writes the new content of every file and symlink the plan
+// writes under its temporary name before any step runs, in every directory
+// that exists already, and makes them durable together. Steps whose
+// directory the plan creates make their own temporary file, synced, when
+// they run.
+func (x *executor) prepareTemps(recs []journal.Record) error {
+	x.pretemps = map[string]string{}
+	made := map[string]bool{}
+	for _, r := range recs {
+		if r.Step.Kind == tree.StepMkdir {
+			made[r.Step.Path] = true
+		}
+	}
+	inNewDir := func(p string) bool {
+		for d := tree.Parent(p); d != "."; d = tree.Parent(d) {
+			if made[d] {
+				return true
+			}
+		}
+		return false
+	}
+	var files []string
+	for _, r := range recs {
+		if (r.Step.Kind != tree.StepWrite && r.Step.Kind != tree.StepSymlink) || inNewDir(r.Step.Path) {
+			continue
+		}
+		d, err := x.root.OpenDir(tree.Parent(r.Step.Path))
+		if err != nil {
+			return err
+		}
+		tmp, err := writeTemp(x.blobs, d, r.Step.New, r.Tmp, false)
+		d.Close()
+		if err != nil {
+			return err
+		}
+		x.pretemps[r.Tmp] = tmp
+		if r.Step.Kind == tree.StepWrite {
+			files = append(files, tree.Parent(r.Step.Path)+"\x00"+tmp)
+		}
+		failpoint.Hit("apply:temp-prepared")
+	}
+	return syncFiles(x.root, files)
+}
+
+// dropPretemps removes the prepared temporary files no step consumed. It
+// reports whether every one is gone.
+func (x *executor) dropPretemps(recs []journal.Record) bool {
+	clean := true
+	for _, r := range recs {
+		tmp, ok := x.pretemps[r.Tmp]
+		if !ok {
+			continue
+		}
+		d, err := x.root.OpenDir(tree.Parent(r.Step.Path))
+		if err != nil {
+			// The directory is not reachable as one (replaced by a link,
+			// moved away): the file may still be in it, wherever it went,
+			// and only the journal's recovery finds it once it is back.
+			clean = false
+			continue
+		}
+		if err := d.Unlink(tmp); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			clean = false
+		}
+		d.Close()
+	}
+	x.pretemps = nil
+	return clean
+}
+
+// cleanup removes the pre-images moved aside during execute; it runs once
+// the op is committed (their content is in the blob store). It reports
+// whether every one is gone and synced; if not, the committed journal is
+// kept so that recovery finishes the cleanup.
+func (x *executor) cleanup() bool {
+	clean := true
+	dirs := map[string]bool{}
+	for _, t := range x.trash {
+		if !t.live {
+			continue
+		}
+		d, err := x.root.OpenDir(t.dir)
+		if err != nil {
+			clean = false
+			continue
+		}
+		remove := d.Unlink
+		if st, serr := d.Lstat(t.name); serr == nil && st.Mode.IsDir() {
+			remove = d.Rmdir
+		}
+		if err := remove(t.name); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			clean = false
+		}
+		d.Close()
+		dirs[t.dir] = true
+		failpoint.Hit("apply:cleanup")
+	}
+	list := make([]string, 0, len(dirs))
+	for d := range dirs {
+		list = append(list, d)
+	}
+	// The removals are durable before the journal goes.
+	if err := syncDirs(x.root, list); err != nil {
+		return false
+	}
+	return clean
+}
+
+// restoreEntry recreates a removed file or symlink from its pre-image (a
+// file's content comes from the blob store).
+func restoreEntry(blobs *blob.Store, d *fsx.Dir, name string, old *tree.Entry) error {
+	tmp, err := writeTemp(blobs, d, old, tempPrefix+"restore-", true)
+	if err != nil {
+		return err
+	}
+	if err := d.RenameNoReplace(tmp, d, name); err != nil {
+		_ = d.Unlink(tmp) // best effort: recovery removes restore- leftovers
+		return err
+	}
+	return nil
+}
+
+// writeTemp writes e (a file's blob, or a symlink) under a fresh temporary
+// name in d, synced when durable, and returns the name.
+func writeTemp(blobs *blob.Store, d *fsx.Dir, e *tree.Entry, prefix string, durable bool) (string, error) {
+	if e.Type == tree.Symlink {
+		tmp := prefix + "l"
+		if err := d.Symlink(e.Target, tmp); err != nil {
+			return "", err
+		}
+		return tmp, nil
+	}
+	f, tmp, err := d.CreateTemp(prefix)
+	if err != nil {
+		return "", err
+	}
+	// The content is checked against its digest as it is copied: a
+	// damaged blob never lands (the temporary file goes below).
+	_, err = blobs.CopyTo(context.Background(), f, blob.Digest(e.Digest))
+	if err == nil {
+		err = f.Chmod(fs.FileMode(e.Perm))
+	}
+	if err == nil && durable {
+		err = fsx.SyncFile(f)
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		_ = d.Unlink(tmp) // best effort: the caller reports err
+		return "", err
+	}
+	return tmp, nil
+}
+
+// syncDirs makes the entries of dirs durable: one syncfs of the
+// workspace's filesystem where there is one, else an fsync of each.
+func syncDirs(root *fsx.Root, dirs []string) error {
+	if len(dirs) == 0 {
+		return nil
+	}
+	if done, err := syncFS(root); done {
+		return err
+	}
+	sort.Strings(dirs)
+	for _, rel := range dirs {
+		d, err := root.OpenDir(rel)
+		if err != nil {
+			return err
+		}
+		err = d.Sync()
+		d.Close()
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// syncFiles makes the content of files durable; each is "dir\x00name". One
+// syncfs where there is one, else an fsync of each.
+func syncFiles(root *fsx.Root, files []string) error {
+	if len(files) == 0 {
+		return nil
+	}
+	if done, err := syncFS(root); done {
+		return err
+	}
+	for _, df := range files {
+		dir, name, _ := cutNUL(df)
+		if err := syncFileIn(root, dir, name); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func cutNUL(s string) (string, string, bool) {
+	for i := 0; i < len(s); i++ {
+		if s[i] == 0 {
+			return s[:i], s[i+1:], true
+		}
+	}
+	return s, "", false
+}
+
+func syncFileIn(root *fsx.Root, dir, name string) error {
+	d, err := root.OpenDir(dir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	f, err := d.OpenFile(name)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	return fsx.SyncFile(f)
+}
+
+// syncFS flushes the workspace's whole filesystem; done is false where
+// syncfs is not supported.
+func syncFS(root *fsx.Root) (done bool, err error) {
+	rd, err := root.OpenDir(".")
+	if err != nil {
+		return true, err
+	}
+	err = rd.SyncFS()
+	rd.Close()
+	if errors.Is(err, errors.ErrUnsupported) {
+		return false, nil
+	}
+	return true, err
+}
+
+// writeProgress reports the steps of an op as they run: to the
+// workspace's progress hook, and now and then to opt (an apply's
+// ApplyOptions.Progress: steps done and steps in all), if set.
+func (w *Workspace) writeProgress(opt func(done, total int)) func(i, n int) {
+	return func(i, n int) {
+		w.progress(PhaseWrite, i, n)
+		if opt != nil && (i%256 == 0 || i == n-1) {
+			opt(i+1, n)
+		}
+	}
+}

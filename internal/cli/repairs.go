@@ -1,0 +1,65 @@
+package cli
+
+import (
+	"strings"
+
+	"github.com/wtx-dev/wtx"
+	"github.com/wtx-dev/wtx/internal/quote"
+)
+
+// withCommands renders, for each repair the library gave as data only, the
+// command a person types. Repairs that carry a command already keep it.
+func withCommands(e *wtx.Error) *wtx.Error {
+	need := false
+	for _, r := range e.Repairs {
+		if r.Command == "" && repairCommand(r) != "" {
+			need = true
+		}
+	}
+	if !need {
+		return e
+	}
+	out := *e
+	out.Repairs = make([]wtx.Repair, len(e.Repairs))
+	for i, r := range e.Repairs {
+		if r.Command == "" {
+			r.Command = repairCommand(r)
+		}
+		out.Repairs[i] = r
+	}
+	return &out
+}
+
+// repairCommand is the command line of a repair ("" when it has none).
+func repairCommand(r wtx.Repair) string {
+	if r.Stage == "" {
+		return ""
+	}
+	tx := quote.Shell(r.Stage)
+	switch r.Action {
+	case wtx.RepairExclude:
+		var b strings.Builder
+		for _, p := range r.Paths {
+			b.WriteString(" --exclude " + quote.Shell(wtx.LiteralSelector(p)))
+		}
+		return "wtx apply " + tx + b.String()
+	case wtx.RepairRebase:
+		return "wtx rebase " + tx
+	case wtx.RepairRebaseMerge:
+		return "wtx rebase " + tx + " --merge"
+	case wtx.RepairReread:
+		if len(r.Paths) == 0 {
+			return ""
+		}
+		return "wtx read --tx " + tx + " -- " + quote.Shell(r.Paths[0]) // read takes one path
+	case wtx.RepairIgnoreStale:
+		return "wtx apply " + tx + " --ignore-stale-reads"
+	case wtx.RepairApprove:
+		return "wtx apply " + tx + " --approve"
+	case wtx.RepairRestage:
+		return "wtx drop " + tx
+	case wtx.RepairReview:
+		return "wtx diff " + tx
+	}
+	return ""
+}

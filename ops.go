@@ -1,0 +1,165 @@
+package wtx
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/wtx-dev/wtx/internal/blob"
+	"github.com/wtx-dev/wtx/internal/textdiff"
+	"github.com/wtx-dev/wtx/internal/tree"
+)
+
+// Ops lists the workspace's ops, oldest first.
+func (w *Workspace) Ops(ctx context.Context) ([]*Op, error) {
+	rows, err := w.db.ListOps(ctx, w.id)
+	if err != nil {
+		return nil, AsError(err)
+	}
+	var out []*Op
+	byID := map[string]*Op{}
+	covered := map[string]map[string]bool{}
+	for _, r := range rows {
+		op, err := w.opFromRow(r)
+		if err != nil {
+			return nil, err
+		}
+		byID[op.ID] = op
+		out = append(out, op)
+		target := byID[op.Undoes]
+		if target == nil {
+			continue
+		}
+		// An undo with paths took back only what they select; the op is
+		// undone once every path it wrote has been taken back.
+		if covered[target.ID] == nil {
+			covered[target.ID] = map[string]bool{}
+		}
+		for _, c := range undoSelection(target, op.body.Paths, op.body.Exclude) {
+			covered[target.ID][c.Path] = true
+		}
+		target.PartlyUndoneBy = append(target.PartlyUndoneBy, op.ID)
+		if (len(op.body.Paths) == 0 && len(op.body.Exclude) == 0) || len(covered[target.ID]) >= len(target.body.Changes) {
+			target.UndoneBy = op.ID
+		}
+	}
+	for _, op := range out {
+		if op.UndoneBy != "" {
+			op.PartlyUndoneBy = nil
+		}
+	}
+	return out, nil
+}
+
+// inverse returns the changes that take back what op wrote, sorted.
+func (op *Op) inverse() []tree.Change {
+	var inverse []tree.Change
+	for _, c := range op.body.Changes {
+		tc := c.change()
+		inv := tree.Change{Path: tc.Path, Old: tc.New, New: tc.Old}
+		switch {
+		case inv.Old == nil:
+			inv.Action = tree.Added
+		case inv.New == nil:
+			inv.Action = tree.Deleted
+		default:
+			inv.Action = tree.Modified
+		}
+		inverse = append(inverse, inv)
+	}
+	tree.SortChanges(inverse)
+	return inverse
+}
+
+// undoSelection is the part of op's inverse that an undo with paths takes
+// back (all of it without paths). An added directory above a selected path
+// comes along, as in an apply.
+func undoSelection(op *Op, paths, exclude []string) []tree.Change {
+	sels, err := tree.ParseSelectors(paths)
+	if err != nil {
+		return nil
+	}
+	excl, err := tree.ParseSelectors(exclude)
+	if err != nil {
+		return nil
+	}
+	return excludeChanges(tree.Select(op.inverse(), sels), excl)
+}
+
+// Op finds an op by id or unique prefix.
+func (w *Workspace) Op(ctx context.Context, ref string) (*Op, error) {
+	ops, err := w.Ops(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var found []*Op
+	for _, op := range ops {
+		if op.ID == ref {
+			return op, nil
+		}
+		if ref != "" && strings.HasPrefix(op.ID, ref) {
+			found = append(found, op)
+		}
+	}
+	switch len(found) {
+	case 0:
+		return nil, errorf(CodeOpNotFound, "no op %q in workspace %s (see 'wtx log')", ref, w.path)
+	case 1:
+		return found[0], nil
+	}
+	ids := make([]string, len(found))
+	for i, op := range found {
+		ids[i] = op.ID
+	}
+	return nil, errorf(CodeAmbiguousStage, "%q matches several ops: %s", ref, strings.Join(ids, ", "))
+}
+
+// WriteDiff renders the op as a git-style diff from what it replaced to what
+// it wrote.
+func (op *Op) WriteDiff(w io.Writer, color bool) error {
+	out := io.Writer(w)
+	cw := textdiff.NewColorWriter(w, color)
+	if color {
+		out = cw
+	}
+	for _, c := range op.body.Changes {
+		tc := c.change()
+		fd := textdiff.FileDiff{Path: c.Path, OldMode: gitMode(tc.Old), NewMode: gitMode(tc.New)}
+		if fd.OldMode == 0 && fd.NewMode == 0 {
+			continue
+		}
+		var err error
+		if fd.Old, err = op.workspace.content(tc.Old); err != nil {
+			return err
+		}
+		if fd.New, err = op.workspace.content(tc.New); err != nil {
+			return err
+		}
+		if err := textdiff.WriteGitOptions(out, fd, textdiff.Options{Context: 3, Binary: true}); err != nil {
+			return err
+		}
+	}
+	if color {
+		return cw.Flush()
+	}
+	return nil
+}
+
+// content returns a file's content from the blob store or a symlink's target.
+func (w *Workspace) content(e *tree.Entry) ([]byte, error) {
+	if e == nil {
+		return nil, nil
+	}
+	switch e.Type {
+	case tree.Symlink:
+		return []byte(e.Target), nil
+	case tree.File:
+		data, err := w.blobs.ReadAll(blob.Digest(e.Digest))
+		if err != nil {
+			return nil, AsError(fmt.Errorf("content %s of %s: %w", e.Digest, e.Path, err))
+		}
+		return data, nil
+	}
+	return nil, nil
+}
