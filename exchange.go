@@ -3,11 +3,13 @@ package wtx
 import (
 	"context"
 	"crypto/sha256"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"sort"
+	"unicode/utf8"
 
 	"github.com/wtx-dev/wtx/internal/bundle"
 	"github.com/wtx-dev/wtx/internal/failpoint"
@@ -50,16 +52,18 @@ type ImportOptions struct {
 // ImportOrigin is what a stage made by import keeps of where its change
 // set came from.
 type ImportOrigin struct {
-	FromTx          string            `json:"from_tx"`
-	FromName        string            `json:"from_name,omitempty"`
-	FromWorkspace   string            `json:"from_workspace"`
-	GitHead         string            `json:"git_head,omitempty"`
-	GitDirty        string            `json:"git_dirty,omitempty"`
-	BaseDigest      string            `json:"base_digest"`
-	ChangesetDigest string            `json:"changeset_digest"`
-	BundleDigest    string            `json:"bundle_digest,omitempty"`
-	GitCommit       string            `json:"git_commit,omitempty"`
-	Receipts        []json.RawMessage `json:"receipts"`
+	FromTx        string `json:"from_tx"`
+	FromName      string `json:"from_name,omitempty"`
+	FromWorkspace string `json:"from_workspace"`
+	// FromWorkspaceB64 is FromWorkspace's bytes when they are not UTF-8.
+	FromWorkspaceB64 string            `json:"from_workspace_b64,omitempty"`
+	GitHead          string            `json:"git_head,omitempty"`
+	GitDirty         string            `json:"git_dirty,omitempty"`
+	BaseDigest       string            `json:"base_digest"`
+	ChangesetDigest  string            `json:"changeset_digest"`
+	BundleDigest     string            `json:"bundle_digest,omitempty"`
+	GitCommit        string            `json:"git_commit,omitempty"`
+	Receipts         []json.RawMessage `json:"receipts"`
 }
 
 // ImportResult says what an import made.
@@ -92,6 +96,13 @@ func (s *Stage) bundleOf(ctx context.Context, withContent bool) (*bundle.Bundle,
 			return nil, nil, err
 		}
 	}
+	// A command still running in the stage would change it under the
+	// export: refused as for any command that reads the whole stage.
+	release, err := s.holdShared(ctx, "export")
+	if err != nil {
+		return nil, nil, err
+	}
+	defer release()
 	cs, err := s.Changes(ctx, nil)
 	if err != nil {
 		return nil, nil, err
@@ -260,6 +271,10 @@ func (w *Workspace) importBundle(ctx context.Context, b *bundle.Bundle, origin I
 	}
 	o := &b.Origin
 	origin.FromTx, origin.FromName, origin.FromWorkspace = o.Stage, o.Name, o.Workspace
+	if !utf8.ValidString(o.Workspace) {
+		origin.FromWorkspace = quote.Path(o.Workspace)
+		origin.FromWorkspaceB64 = base64.StdEncoding.EncodeToString([]byte(o.Workspace))
+	}
 	origin.GitHead, origin.GitDirty, origin.BaseDigest, origin.ChangesetDigest = o.GitHead, o.GitDirty, o.BaseDigest, o.ChangesetDigest
 	if origin.Receipts == nil {
 		origin.Receipts = []json.RawMessage{}
@@ -388,11 +403,3 @@ func (s *Stage) fill(ctx context.Context, b *bundle.Bundle, origin *ImportOrigin
 // Origin is where an imported stage's change set came from (nil for a
 // stage made here).
 func (s *Stage) Origin() *ImportOrigin { return s.cfg.Import }
-
-func describeImport(r *ImportResult) string {
-	from := r.Origin.FromTx
-	if r.Origin.FromName != "" {
-		from += " (" + quote.Path(r.Origin.FromName) + ")"
-	}
-	return from
-}
