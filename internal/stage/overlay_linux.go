@@ -83,7 +83,7 @@ func (Overlay) Open(ctx context.Context, req OpenRequest) (View, *tree.Manifest,
 	}
 	var (
 		mu      sync.Mutex
-		entries []tree.Entry
+		entries entryChunks
 	)
 	checkRead := os.Geteuid() != 0
 	groups := newGroupChecker()
@@ -127,8 +127,7 @@ func (Overlay) Open(ctx context.Context, req OpenRequest) (View, *tree.Manifest,
 			}
 		}
 		mu.Lock()
-		entries = append(entries, e)
-		n := len(entries)
+		n := entries.add(e)
 		mu.Unlock()
 		if req.Progress != nil && n%1024 == 0 {
 			req.Progress(n)
@@ -141,11 +140,12 @@ func (Overlay) Open(ctx context.Context, req OpenRequest) (View, *tree.Manifest,
 	if err := groups.err(); err != nil {
 		return nil, nil, err
 	}
-	tree.SortEntries(entries)
+	all := entries.flatten()
+	tree.SortEntries(all)
 	sort.Strings(cfg.ShareAt)
 	sort.Strings(cfg.HideDirs)
 	sort.Strings(cfg.HideFiles)
-	m := &tree.Manifest{Entries: entries}
+	m := &tree.Manifest{Entries: all}
 	fence, err := fenceAfter(req.Dir, 0)
 	if err != nil {
 		return nil, nil, err
