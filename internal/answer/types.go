@@ -2,6 +2,7 @@ package answer
 
 import (
 	"bytes"
+	"context"
 	"encoding/base64"
 	"time"
 	"unicode/utf8"
@@ -407,4 +408,34 @@ func NewBatch(r *wtx.BatchResult) Batch {
 		b.Changes = orEmpty(r.Apply.Changes)
 	}
 	return b
+}
+
+// ListOf is the list answer of a workspace: its open stages, and its
+// settled ones when settled is set. The command line and the MCP server
+// both answer with it.
+func ListOf(ctx context.Context, ws *wtx.Workspace, settled bool) (List, error) {
+	stages, err := ws.Stages(ctx)
+	if err != nil {
+		return List{}, err
+	}
+	out := List{Stages: []ListStage{}}
+	out.Workspace, out.WorkspaceB64 = Name(ws.Path())
+	for _, st := range stages {
+		if !settled && st.State() != wtx.StateOpen {
+			continue
+		}
+		r := ListStage{Tx: st.ID(), Name: st.Name(), Created: st.Created(), Backend: st.Backend(), State: st.State(), Size: st.DiskUsage()}
+		if st.State() == wtx.StateOpen {
+			run, err := st.Running(ctx)
+			if err != nil {
+				return List{}, err
+			}
+			r.Running, r.Run = run != nil, run
+			if cs, err := st.Changes(ctx, nil); err == nil {
+				r.Counts = &cs.Counts
+			}
+		}
+		out.Stages = append(out.Stages, r)
+	}
+	return out, nil
 }

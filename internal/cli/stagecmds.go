@@ -76,7 +76,6 @@ ops with 'wtx undo' for that).`,
 	return cmd
 }
 
-type listRow = answer.ListStage
 
 func newListCommand(g *globals) *cobra.Command {
 	var all, settled bool
@@ -110,33 +109,14 @@ the disk its stages' state takes.`,
 				return err
 			}
 			defer ws.Close()
-			stages, err := ws.Stages(ctx)
+			out, err := answer.ListOf(ctx, ws, settled)
 			if err != nil {
 				return err
 			}
-			rows := []listRow{}
-			for _, st := range stages {
-				if !settled && st.State() != wtx.StateOpen {
-					continue
-				}
-				r := listRow{Tx: st.ID(), Name: st.Name(), Created: st.Created(), Backend: st.Backend(), State: st.State(), Size: st.DiskUsage()}
-				if st.State() == wtx.StateOpen {
-					run, err := st.Running(ctx)
-					if err != nil {
-						return err
-					}
-					r.Running, r.Run = run != nil, run
-					if cs, err := st.Changes(ctx, nil); err == nil {
-						r.Counts = &cs.Counts
-					}
-				}
-				rows = append(rows, r)
-			}
 			if g.json {
-				out := answer.List{Stages: rows}
-				out.Workspace, out.WorkspaceB64 = answer.Name(ws.Path())
 				return g.emit("list", out)
 			}
+			rows := out.Stages
 			if len(rows) == 0 {
 				g.notice("wtx: no open stages in %s", quote.Path(ws.Path()))
 				return nil

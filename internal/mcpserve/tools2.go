@@ -37,40 +37,11 @@ func (h *handlers) list(ctx context.Context, _ *mcp.CallToolRequest, in ListIn) 
 		return nil, answer.List{}, h.fail("list", "", err)
 	}
 	defer ws.Close()
-	out, err := ListStages(ctx, ws, in.Settled)
+	out, err := answer.ListOf(ctx, ws, in.Settled)
 	if err != nil {
 		return nil, answer.List{}, h.fail("list", "", err)
 	}
 	return nil, out, nil
-}
-
-// ListStages is the list answer of a workspace (open stages, and settled
-// ones when settled is set): one function for the command line and MCP.
-func ListStages(ctx context.Context, ws *wtx.Workspace, settled bool) (answer.List, error) {
-	stages, err := ws.Stages(ctx)
-	if err != nil {
-		return answer.List{}, err
-	}
-	out := answer.List{Stages: []answer.ListStage{}}
-	out.Workspace, out.WorkspaceB64 = answer.Name(ws.Path())
-	for _, st := range stages {
-		if !settled && st.State() != wtx.StateOpen {
-			continue
-		}
-		r := answer.ListStage{Tx: st.ID(), Name: st.Name(), Created: st.Created(), Backend: st.Backend(), State: st.State(), Size: st.DiskUsage()}
-		if st.State() == wtx.StateOpen {
-			run, err := st.Running(ctx)
-			if err != nil {
-				return answer.List{}, err
-			}
-			r.Running, r.Run = run != nil, run
-			if cs, err := st.Changes(ctx, nil); err == nil {
-				r.Counts = &cs.Counts
-			}
-		}
-		out.Stages = append(out.Stages, r)
-	}
-	return out, nil
 }
 
 // LogIn are log's arguments (none).
