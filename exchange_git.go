@@ -25,6 +25,9 @@ import (
 // what git cannot hold (the base of every path, permission bits beyond the
 // exec bit, directories, the receipts) as a bundle without content,
 // between these markers.
+// CodeGitRefNotFound: import --git was given a ref that names no commit.
+const CodeGitRefNotFound = "not-found.git-ref"
+
 const (
 	gitBundleBegin = "-----BEGIN WTX CHANGE SET-----"
 	gitBundleEnd   = "-----END WTX CHANGE SET-----"
@@ -197,7 +200,7 @@ func (w *Workspace) ImportGit(ctx context.Context, ref string, opts ImportOption
 	}
 	out, err := git(ctx, w.path, nil, "rev-parse", "--verify", "-q", "--end-of-options", ref+"^{commit}")
 	if err != nil {
-		return nil, nil, errorf(CodeUnsupported, "import --git: %s names no commit in the repository of %s", ref, w.path)
+		return nil, nil, errorf(CodeGitRefNotFound, "import --git: %s names no commit in the repository of %s (fetch it first)", ref, w.path)
 	}
 	commit := strings.TrimSpace(string(out))
 	raw, err := git(ctx, w.path, nil, "cat-file", "commit", commit)

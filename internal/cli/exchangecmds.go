@@ -2,7 +2,9 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 
@@ -149,6 +151,9 @@ digests, receipts, one byte) is refused as io.corrupt and nothing is made.`,
 				st, res, err = ws.Import(ctx, g.io.In, opts)
 			default:
 				f, ferr := os.Open(args[0])
+				if errors.Is(ferr, fs.ErrNotExist) {
+					return &wtx.Error{Code: wtx.CodeFileNotFound, Message: "import: no bundle at " + quote.Path(args[0]), Err: ferr}
+				}
 				if ferr != nil {
 					return wtx.AsError(ferr)
 				}
