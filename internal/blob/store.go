@@ -148,12 +148,12 @@ func (s *Store) PutBytes(ctx context.Context, b []byte) (Digest, error) {
 // the directory if something removed it.
 func (s *Store) createTemp() (*os.File, error) {
 	dir := filepath.Join(s.dir, tmpDir)
-	f, err := os.CreateTemp(dir, tmpPrefix+"*")
+	f, err := fsx.CreateTemp(dir, tmpPrefix)
 	if errors.Is(err, fs.ErrNotExist) {
 		if err := os.MkdirAll(dir, dirPerm); err != nil {
 			return nil, err
 		}
-		f, err = os.CreateTemp(dir, tmpPrefix+"*")
+		f, err = fsx.CreateTemp(dir, tmpPrefix)
 	}
 	return f, err
 }

@@ -148,7 +148,9 @@ func (d *Dir) OpenFile(name string) (*os.File, error) {
 	case uint64(st.Dev) != d.dev:
 		err = &fs.PathError{Op: "open", Path: rel, Err: ErrCrossDevice}
 	default:
-		if err = unix.SetNonblock(fd, false); err != nil {
+		// Back to blocking mode: F_SETFL sets only the status flags, and
+		// none but O_NONBLOCK was asked for.
+		if _, err = unix.FcntlInt(uintptr(fd), unix.F_SETFL, 0); err != nil {
 			err = &fs.PathError{Op: "fcntl", Path: rel, Err: err}
 		}
 	}
