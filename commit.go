@@ -113,7 +113,7 @@ func (w *Workspace) recordOp(ctx context.Context, rec opRecord) error {
 	if _, err := w.db.GetOp(ctx, rec.Op.ID); err == nil {
 		return nil
 	}
-	body, err := json.Marshal(rec.Receipt)
+	body, err := w.receiptBody(rec.Receipt)
 	if err != nil {
 		return AsError(err)
 	}

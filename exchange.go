@@ -264,7 +264,7 @@ func decodeBundle(data []byte) (*bundle.Bundle, error) {
 // itself runs before the stage is opened.
 func (w *Workspace) importBundle(ctx context.Context, b *bundle.Bundle, origin ImportOrigin, opts ImportOptions) (*Stage, *ImportResult, error) {
 	for i, body := range b.Receipts {
-		if _, err := VerifyReceipt(body); err != nil && !failpoint.Disabled("bundle-digest") {
+		if _, err := receiptContent(body); err != nil && !failpoint.Disabled("bundle-digest") {
 			return nil, nil, &Error{Code: CodeCorrupt, Message: fmt.Sprintf("refusing the bundle: receipt %d: %v", i+1, err), Err: err}
 		}
 		origin.Receipts = append(origin.Receipts, json.RawMessage(body))

@@ -149,7 +149,7 @@ func gitMessage(s *Stage, cs *ChangeSet, meta *bundle.Bundle, enc []byte) string
 	m.WriteString(gitBundleEnd + "\n\n")
 	fmt.Fprintf(&m, "Wtx-Stage: %s\nWtx-Changeset: %s\nWtx-Base: %s\n", s.ID(), cs.Digest, meta.Origin.BaseDigest)
 	for _, body := range meta.Receipts {
-		if r, err := VerifyReceipt(body); err == nil {
+		if r, err := receiptContent(body); err == nil {
 			fmt.Fprintf(&m, "Wtx-Receipt: %s %s %s\n", r.ID, r.Kind, r.Digest)
 		}
 	}

@@ -296,6 +296,8 @@ type receiptJSON struct {
 	PathsB64         []string  `json:"paths_b64,omitempty"`
 	Refusal          *Refusal  `json:"refusal"`
 	Exclusions       int       `json:"exclusions"`
+	Share            []string  `json:"share,omitempty"`
+	ShareB64         []string  `json:"share_b64,omitempty"`
 	LeftOut          int       `json:"left_out,omitempty"`
 	LeftOutPaths     []string  `json:"left_out_paths,omitempty"`
 	LeftOutPathsB64  []string  `json:"left_out_paths_b64,omitempty"`
@@ -312,7 +314,7 @@ func (r Receipt) toJSON() receiptJSON {
 	return receiptJSON{r.SchemaVersion, r.ID, r.Kind, jsonname.Text(r.Workspace), jsonname.B64(r.Workspace), r.Tx, r.OpID, r.CreatedAt,
 		r.Backend, jsonname.Texts(r.Command), jsonname.B64s(r.Command), r.ExitCode, r.BaseDigest, r.ResultDigest, r.ChangesetDigest,
 		r.Counts, jsonname.Texts(r.Paths), jsonname.B64s(r.Paths), r.Refusal, r.Exclusions,
-		r.LeftOut, jsonname.Texts(r.LeftOutPaths), jsonname.B64s(r.LeftOutPaths), r.Protections, r.ProtectedPaths,
+		jsonname.Texts(r.Share), jsonname.B64s(r.Share), r.LeftOut, jsonname.Texts(r.LeftOutPaths), jsonname.B64s(r.LeftOutPaths), r.Protections, r.ProtectedPaths,
 		r.Approved, r.NotTransactional, r.Containment, r.Interrupted, r.Digest}
 }
 
@@ -329,12 +331,16 @@ func (j receiptJSON) receipt() (Receipt, error) {
 	if err != nil {
 		return Receipt{}, fmt.Errorf("paths: %w", err)
 	}
+	share, err := jsonname.Names(j.Share, j.ShareB64)
+	if err != nil {
+		return Receipt{}, fmt.Errorf("share: %w", err)
+	}
 	leftOut, err := jsonname.Names(j.LeftOutPaths, j.LeftOutPathsB64)
 	if err != nil {
 		return Receipt{}, fmt.Errorf("left_out_paths: %w", err)
 	}
 	return Receipt{j.SchemaVersion, j.ID, j.Kind, ws, j.Tx, j.OpID, j.CreatedAt, j.Backend, cmd, j.ExitCode,
-		j.BaseDigest, j.ResultDigest, j.ChangesetDigest, j.Counts, paths, j.Refusal, j.Exclusions, j.LeftOut, leftOut, j.Protections,
+		j.BaseDigest, j.ResultDigest, j.ChangesetDigest, j.Counts, paths, j.Refusal, j.Exclusions, share, j.LeftOut, leftOut, j.Protections,
 		j.ProtectedPaths, j.Approved, j.NotTransactional, j.Containment, j.Interrupted, j.Digest}, nil
 }
 

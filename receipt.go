@@ -8,8 +8,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/wtx-dev/wtx/internal/blob"
 	"github.com/wtx-dev/wtx/internal/quote"
+	"github.com/wtx-dev/wtx/internal/stage"
 	"github.com/wtx-dev/wtx/internal/state"
 	"github.com/wtx-dev/wtx/internal/tree"
 )
@@ -53,6 +53,9 @@ type Receipt struct {
 	Paths           []string  `json:"paths"`
 	Refusal         *Refusal  `json:"refusal"`
 	Exclusions      int       `json:"exclusions"`
+	// Share lists the stage's shared selectors: the view sees the
+	// workspace's own copy there, so not_transactional names each.
+	Share []string `json:"share,omitempty"`
 	// LeftOut counts the paths a command wrote under an exclude selector
 	// (topmost only: a directory counts once); LeftOutPaths names them.
 	LeftOut          int      `json:"left_out,omitempty"`
@@ -79,13 +82,23 @@ func (r Receipt) ComputeDigest() string {
 	return fmt.Sprintf("sha256:%x", sha256.Sum256(data))
 }
 
+// copyDisclaimer is the not_transactional entry of the copy backend.
+const copyDisclaimer = "writes through the workspace's absolute path (the copy backend runs the command in the view's own directory)"
+
+// sharedDisclaimer is the not_transactional entry of a shared selector.
+func sharedDisclaimer(sel string) string { return "shared path " + quote.Path(sel) }
+
+// containmentComplete reports whether a receipt's containment stopped
+// every process the command started.
+func containmentComplete(c string) bool { return stage.Containment(c).Complete() }
+
 func (s *Stage) notTransactional() []string {
 	out := append([]string(nil), NotTransactional...)
 	for _, sh := range s.cfg.Share {
-		out = append(out, "shared path "+quote.Path(sh))
+		out = append(out, sharedDisclaimer(sh))
 	}
 	if s.row.Backend == "copy" {
-		out = append(out, "writes through the workspace's absolute path (the copy backend runs the command in the view's own directory)")
+		out = append(out, copyDisclaimer)
 	}
 	return out
 }
@@ -102,6 +115,7 @@ func (s *Stage) newReceipt(kind string, cs *ChangeSet) Receipt {
 		Command:          []string{},
 		Paths:            []string{},
 		Exclusions:       len(s.cfg.Exclude),
+		Share:            append([]string(nil), s.cfg.Share...),
 		Protections:      len(s.cfg.Protect),
 		NotTransactional: s.notTransactional(),
 	}
@@ -126,7 +140,7 @@ func (s *Stage) newReceipt(kind string, cs *ChangeSet) Receipt {
 
 func (w *Workspace) storeReceipt(ctx context.Context, r *Receipt) error {
 	r.Digest = r.ComputeDigest()
-	body, err := json.Marshal(r)
+	body, err := w.receiptBody(*r)
 	if err != nil {
 		return AsError(err)
 	}
@@ -150,74 +164,62 @@ func (w *Workspace) recordRefusal(ctx context.Context, s *Stage, cs *ChangeSet, 
 
 // Receipts returns the stage's receipts, oldest first.
 func (s *Stage) Receipts(ctx context.Context) ([]Receipt, error) {
-	rows, err := s.ws.db.ReceiptsForStage(ctx, s.ID())
+	recs, err := s.ReceiptRecords(ctx)
 	if err != nil {
-		return nil, AsError(err)
+		return nil, err
 	}
-	out := make([]Receipt, 0, len(rows))
-	for _, row := range rows {
-		var r Receipt
-		if err := json.Unmarshal(row.Body, &r); err != nil {
-			return nil, &Error{Code: CodeInternal, Message: fmt.Sprintf("receipt %s is damaged: %v", row.ID, err)}
-		}
-		out = append(out, r)
+	out := make([]Receipt, 0, len(recs))
+	for _, r := range recs {
+		out = append(out, r.Receipt)
 	}
 	return out, nil
 }
 
-// VerifyReceipt checks a receipt's JSON: every field C-007 requires is
-// present and its digest matches its content. It returns the receipt.
-func VerifyReceipt(data []byte) (*Receipt, error) {
-	var raw map[string]json.RawMessage
-	if err := json.Unmarshal(data, &raw); err != nil {
-		return nil, errorf(CodeReceiptInvalid, "not a receipt: %v", err)
-	}
-	if inner, ok := raw["receipt"]; ok { // a whole --json answer
-		if err := json.Unmarshal(inner, &raw); err != nil {
-			return nil, errorf(CodeReceiptInvalid, "not a receipt: %v", err)
-		}
-		data = inner
-	}
-	var missing []string
-	for _, f := range receiptFields {
-		if _, ok := raw[f]; !ok {
-			missing = append(missing, f)
-		}
-	}
-	if len(missing) > 0 {
-		return nil, errorf(CodeReceiptInvalid, "receipt lacks %s", strings.Join(missing, ", "))
-	}
-	var rj receiptJSON
-	dec := json.NewDecoder(strings.NewReader(string(data)))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&rj); err != nil {
-		return nil, errorf(CodeReceiptInvalid, "receipt does not parse: %v", err)
-	}
-	r, err := rj.receipt()
+// ReceiptRecords returns the stage's receipts with their envelopes, oldest
+// first: every run, checkpoint, apply, refusal and undo of the stage.
+func (s *Stage) ReceiptRecords(ctx context.Context) ([]ReceiptRecord, error) {
+	rows, err := s.ws.db.ReceiptsForStage(ctx, s.ID())
 	if err != nil {
-		return nil, errorf(CodeReceiptInvalid, "receipt does not parse: %v", err)
+		return nil, AsError(err)
 	}
-	for _, d := range []struct{ name, v string }{{"base_digest", r.BaseDigest}, {"result_digest", r.ResultDigest}, {"changeset_digest", r.ChangesetDigest}} {
-		if r.Kind != "undo" || d.name == "changeset_digest" {
-			if _, err := blob.ParseDigest(d.v); err != nil {
-				return nil, errorf(CodeReceiptInvalid, "receipt %s: %s is not a digest: %q", r.ID, d.name, d.v)
-			}
+	out := make([]ReceiptRecord, 0, len(rows))
+	for _, row := range rows {
+		rec, err := decodeReceiptBody(row.Body)
+		if err != nil {
+			return nil, &Error{Code: CodeInternal, Message: fmt.Sprintf("receipt %s is damaged: %v", row.ID, err)}
 		}
+		out = append(out, rec)
 	}
-	if got := r.ComputeDigest(); got != r.Digest {
-		return nil, errorf(CodeReceiptInvalid, "receipt %s: digest mismatch: it says %s, its content gives %s", r.ID, r.Digest, got)
-	}
-	return &r, nil
+	return out, nil
 }
-
-// receiptFields are the JSON fields every receipt must carry.
-var receiptFields = []string{"schema_version", "id", "kind", "workspace", "tx", "op_id", "created_at", "backend",
-	"command", "exit_code", "base_digest", "result_digest", "changeset_digest", "counts", "paths", "refusal",
-	"exclusions", "protections", "protected_paths", "approved", "not_transactional", "digest"}
 
 // Receipt finds a receipt by op id (the op's receipt) or stage ref (the
 // stage's latest receipt).
 func (w *Workspace) Receipt(ctx context.Context, ref string) (*Receipt, error) {
+	rec, err := w.ReceiptRecord(ctx, ref)
+	if err != nil {
+		return nil, err
+	}
+	return &rec.Receipt, nil
+}
+
+// ReceiptRecordsOf returns every receipt of stage ref, oldest first.
+func (w *Workspace) ReceiptRecordsOf(ctx context.Context, ref string) (string, []ReceiptRecord, error) {
+	s, err := w.Stage(ctx, ref)
+	if err != nil {
+		return "", nil, err
+	}
+	if s.State() == StateOpen {
+		if _, err := s.Running(ctx); err != nil {
+			return "", nil, err
+		}
+	}
+	rs, err := s.ReceiptRecords(ctx)
+	return s.ID(), rs, err
+}
+
+// ReceiptRecord is Receipt with its envelope.
+func (w *Workspace) ReceiptRecord(ctx context.Context, ref string) (*ReceiptRecord, error) {
 	if strings.HasPrefix(ref, "op-") {
 		op, err := w.Op(ctx, ref)
 		if err != nil {
@@ -227,12 +229,12 @@ func (w *Workspace) Receipt(ctx context.Context, ref string) (*Receipt, error) {
 		if err != nil {
 			return nil, err
 		}
-		rs, err := s.Receipts(ctx)
+		rs, err := s.ReceiptRecords(ctx)
 		if err != nil {
 			return nil, err
 		}
 		for i := range rs {
-			if rs[i].OpID == op.ID {
+			if rs[i].Receipt.OpID == op.ID {
 				return &rs[i], nil
 			}
 		}
@@ -248,7 +250,7 @@ func (w *Workspace) Receipt(ctx context.Context, ref string) (*Receipt, error) {
 			return nil, err
 		}
 	}
-	rs, err := s.Receipts(ctx)
+	rs, err := s.ReceiptRecords(ctx)
 	if err != nil {
 		return nil, err
 	}

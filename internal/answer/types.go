@@ -309,15 +309,34 @@ type Recover struct {
 	Recover *wtx.RecoverResult `json:"recover"`
 }
 
-// Receipt answers receipt.
+// Receipt answers receipt: the receipt and, when signed, its DSSE
+// envelope (null for an unsigned one).
 type Receipt struct {
-	Receipt *wtx.Receipt `json:"receipt"`
+	Receipt  *wtx.Receipt  `json:"receipt"`
+	Envelope *wtx.Envelope `json:"envelope"`
+	Signed   bool          `json:"signed"`
+}
+
+// ReceiptList answers receipt T --all: every receipt of the stage, oldest
+// first.
+type ReceiptList struct {
+	Tx       string    `json:"tx"`
+	Receipts []Receipt `json:"receipts"`
 }
 
 // ReceiptVerify answers receipt verify.
 type ReceiptVerify struct {
 	ReceiptID string `json:"receipt_id"`
 	Valid     bool   `json:"valid"`
+	Status    string `json:"status"`
+	Kind      string `json:"kind"`
+	KeyID     string `json:"key_id"`
+}
+
+// ReceiptKey answers receipt key.
+type ReceiptKey struct {
+	KeyID     string `json:"key_id"`
+	PublicKey string `json:"public_key"`
 }
 
 // Stopped is one process a command left running, stopped after it.

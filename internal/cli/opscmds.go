@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -260,14 +261,26 @@ set aside the same way, and reported.`,
 }
 
 func newReceiptCommand(g *globals) *cobra.Command {
+	var all bool
 	cmd := &cobra.Command{
 		Use:   "receipt (OP | T)",
-		Short: "Print the receipt of an op or of a stage's latest run or apply",
+		Short: "Print the signed receipt of an op or of a stage's latest run or apply",
 		Example: `  wtx receipt op-20261130T081500Z-1a2b3c4d > apply.receipt.json
-  wtx receipt verify apply.receipt.json`,
-		Long: `Print a receipt as JSON: the op's receipt for an op id, or the latest receipt
-of stage T. 'wtx receipt verify FILE' checks a receipt file: every field is
-present and its digest matches its content.`,
+  wtx receipt verify apply.receipt.json
+  wtx receipt key > wtx-receipt-key.pem      # give this to whoever checks
+  wtx receipt verify --key wtx-receipt-key.pem apply.receipt.json
+  wtx receipt T --all`,
+		Long: `Print a receipt: the op's receipt for an op id, or the latest receipt of
+stage T (--all: every receipt of T, oldest first: runs, checkpoints, applies,
+refusals, undos). A receipt is an in-toto Statement v1 in a DSSE envelope
+signed with your receipt key (ed25519, made on first use in the state root,
+private to you); 'wtx receipt key' prints its public half. A receipt made
+before receipts were signed prints bare and verifies only as "unsigned".
+
+'wtx receipt verify FILE' checks a receipt file: the signature (with your
+own key, or --key PUB), every field, the digests, and that not_transactional
+holds every entry the receipt's backend, shared paths and containment
+require.`,
 		Args: exactlyOne("op or stage"),
 		RunE: func(c *cobra.Command, args []string) error {
 			ctx := c.Context()
@@ -276,19 +289,44 @@ present and its digest matches its content.`,
 				return err
 			}
 			defer ws.Close()
-			r, err := ws.Receipt(ctx, args[0])
+			if all {
+				if strings.HasPrefix(args[0], "op-") {
+					return &wtx.Error{Code: wtx.CodeUsage, Message: fmt.Sprintf("--all lists the receipts of a stage; %s is an op", args[0])}
+				}
+				tx, recs, err := ws.ReceiptRecordsOf(ctx, args[0])
+				if err != nil {
+					return err
+				}
+				if g.json {
+					l := answer.ReceiptList{Tx: tx, Receipts: []answer.Receipt{}}
+					for i := range recs {
+						l.Receipts = append(l.Receipts, receiptAnswer(&recs[i]))
+					}
+					return g.emit("receipt", l)
+				}
+				for _, r := range recs {
+					printReceiptLine(g.io.Out, r)
+				}
+				return nil
+			}
+			r, err := ws.ReceiptRecord(ctx, args[0])
 			if err != nil {
 				return err
 			}
 			if g.json {
-				return g.emit("receipt", answer.Receipt{Receipt: r})
+				return g.emit("receipt", receiptAnswer(r))
 			}
-			return writeJSONIndent(g.io.Out, r)
+			if r.Envelope != nil {
+				return writeJSONIndent(g.io.Out, r.Envelope)
+			}
+			return writeJSONIndent(g.io.Out, r.Receipt)
 		},
 	}
-	cmd.AddCommand(&cobra.Command{
+	cmd.Flags().BoolVar(&all, "all", false, "list every receipt of stage T, oldest first")
+	var keyFile string
+	verify := &cobra.Command{
 		Use:   "verify FILE",
-		Short: "Check a receipt file (- for stdin)",
+		Short: "Check a receipt file (- for stdin): signature, digests, disclaimer",
 		Args:  exactlyOne("file"),
 		RunE: func(c *cobra.Command, args []string) error {
 			var data []byte
@@ -301,18 +339,79 @@ present and its digest matches its content.`,
 			if err != nil {
 				return wtx.AsError(err)
 			}
-			r, err := wtx.VerifyReceipt(data)
+			opts := wtx.VerifyOptions{}
+			if keyFile != "" {
+				pem, err := os.ReadFile(keyFile)
+				if err != nil {
+					return wtx.AsError(err)
+				}
+				if opts.PublicKey, err = wtx.ParsePublicKey(pem); err != nil {
+					return err
+				}
+			} else {
+				dir, err := g.stateDir()
+				if err != nil {
+					return err
+				}
+				opts.StateDir = dir
+			}
+			v, err := wtx.VerifyReceipt(data, opts)
 			if err != nil {
 				return err
 			}
 			if g.json {
-				return g.emit("receipt verify", answer.ReceiptVerify{ReceiptID: r.ID, Valid: true})
+				return g.emit("receipt verify", answer.ReceiptVerify{ReceiptID: v.Receipt.ID, Valid: true, Status: string(v.Status),
+					Kind: v.Receipt.Kind, KeyID: v.KeyID})
 			}
-			fmt.Fprintf(g.io.Out, "receipt %s is complete and its digest matches\n", r.ID)
+			fmt.Fprintf(g.io.Out, "receipt %s (%s) is valid: signed by %s, complete, its digests match and its disclaimer holds every required entry\n",
+				v.Receipt.ID, v.Receipt.Kind, v.KeyID)
 			return nil
+		},
+	}
+	verify.Flags().StringVar(&keyFile, "key", "", "the signer's public key (`PUB`, PEM as 'wtx receipt key' prints it); default: your own")
+	cmd.AddCommand(verify, &cobra.Command{
+		Use:   "key",
+		Short: "Print the public key receipts are signed with (PEM), making the key on first use",
+		Args:  cobra.NoArgs,
+		RunE: func(c *cobra.Command, args []string) error {
+			dir, err := g.stateDir()
+			if err != nil {
+				return err
+			}
+			pub, err := wtx.ReceiptPublicKeyOf(dir)
+			if err != nil {
+				return err
+			}
+			if g.json {
+				return g.emit("receipt key", answer.ReceiptKey{KeyID: wtx.KeyID(pub), PublicKey: string(wtx.PublicKeyPEM(pub))})
+			}
+			_, err = g.io.Out.Write(wtx.PublicKeyPEM(pub))
+			return err
 		},
 	})
 	return cmd
+}
+
+func receiptAnswer(r *wtx.ReceiptRecord) answer.Receipt {
+	return answer.Receipt{Receipt: &r.Receipt, Envelope: r.Envelope, Signed: r.Envelope != nil}
+}
+
+// printReceiptLine writes one line of receipt --all.
+func printReceiptLine(w io.Writer, r wtx.ReceiptRecord) {
+	rc := r.Receipt
+	op := rc.OpID
+	if op == "" {
+		op = "-"
+	}
+	what := fmt.Sprintf("%d added, %d modified, %d deleted", rc.Counts.Added, rc.Counts.Modified, rc.Counts.Deleted)
+	if rc.Refusal != nil {
+		what = "refused: " + rc.Refusal.Code
+	}
+	signed := "signed"
+	if r.Envelope == nil {
+		signed = "UNSIGNED"
+	}
+	fmt.Fprintf(w, "%s  %-5s  %s  %s  %s  %s\n", rc.ID, rc.Kind, rc.CreatedAt.Format(time.RFC3339), op, signed, what)
 }
 
 func maxOne(what string) cobra.PositionalArgs {

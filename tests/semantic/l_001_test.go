@@ -200,7 +200,8 @@ func TestL001_KilledRunReceiptInterrupted(t *testing.T) {
 		t.Fatalf("wtx receipt %s after the kill: %s", tx, r)
 	}
 	var a struct {
-		Receipt map[string]any `json:"receipt"`
+		Receipt  map[string]any  `json:"receipt"`
+		Envelope json.RawMessage `json:"envelope"`
 	}
 	if err := json.Unmarshal([]byte(r.stdout), &a); err != nil {
 		t.Fatalf("receipt answer: %v\n%s", err, r.stdout)
@@ -212,18 +213,27 @@ func TestL001_KilledRunReceiptInterrupted(t *testing.T) {
 		counts["added"] != float64(1) {
 		t.Errorf("receipt of the killed run: %v; want kind run, interrupted, exit_code null, command sh -c …, one path added", rc)
 	}
-	body, err := json.Marshal(rc)
-	if err != nil {
-		t.Fatal(err)
-	}
 	p := filepath.Join(t.TempDir(), "r.json")
-	if err := os.WriteFile(p, body, 0o644); err != nil {
+	if err := os.WriteFile(p, a.Envelope, 0o644); err != nil {
 		t.Fatal(err)
 	}
 	e.must("receipt", "verify", p)
 	// Control: the same receipt without its interrupted field fails.
-	delete(rc, "interrupted")
-	body, _ = json.Marshal(rc) // it marshalled a moment ago
+	var env struct {
+		PayloadType string          `json:"payloadType"`
+		Payload     []byte          `json:"payload"`
+		Signatures  json.RawMessage `json:"signatures"`
+	}
+	if err := json.Unmarshal(a.Envelope, &env); err != nil {
+		t.Fatalf("envelope: %v\n%s", err, a.Envelope)
+	}
+	var st map[string]any
+	if err := json.Unmarshal(env.Payload, &st); err != nil {
+		t.Fatal(err)
+	}
+	delete(st["predicate"].(map[string]any), "interrupted")
+	env.Payload, _ = json.Marshal(st) // it unmarshalled a moment ago
+	body, _ := json.Marshal(env)      // as above
 	if err := os.WriteFile(p, body, 0o644); err != nil {
 		t.Fatal(err)
 	}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"compress/flate"
 	"crypto/sha256"
+	"encoding/base64"
 	"fmt"
 	"io"
 	"testing"
@@ -82,6 +83,47 @@ func resealed(t *testing.T, b []byte, class, text string, digestOf bool) alterat
 	return alteration{"resealed " + class, out.Bytes()}
 }
 
+// resealedReceipt is resealed for text inside a receipt: receipts travel
+// as signed envelopes whose statement is base64, so the alteration is made
+// in the decoded statement, re-encoded in place (same length).
+func resealedReceipt(t *testing.T, b []byte, class, text string) alteration {
+	t.Helper()
+	body, err := io.ReadAll(flate.NewReader(bytes.NewReader(b[bundleHeader : len(b)-bundleSum])))
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := false
+	for off := 0; !done; {
+		i := bytes.Index(body[off:], []byte(`"payload":"`))
+		if i < 0 {
+			break
+		}
+		start := off + i + len(`"payload":"`)
+		end := start + bytes.IndexByte(body[start:], '"')
+		payload, err := base64.StdEncoding.DecodeString(string(body[start:end]))
+		if err != nil {
+			t.Fatalf("a receipt's payload is not base64: %v", err)
+		}
+		if k := bytes.Index(payload, []byte(text)); k >= 0 {
+			payload[k+len(text)-1] ^= 0x01
+			copy(body[start:end], base64.StdEncoding.EncodeToString(payload))
+			done = true
+		}
+		off = end
+	}
+	if !done {
+		t.Fatalf("no receipt statement of the bundle holds %q", text)
+	}
+	var out bytes.Buffer
+	out.Write(b[:bundleHeader])
+	fw, _ := flate.NewWriter(&out, flate.BestCompression)
+	fw.Write(body)
+	fw.Close()
+	sum := sha256.Sum256(out.Bytes())
+	out.Write(sum[:])
+	return alteration{"resealed " + class, out.Bytes()}
+}
+
 // x002 imports every alteration of a bundle on B and returns those B took.
 func x002(t *testing.T, failpoints bool, env []string) (taken []string) {
 	a, b, _ := twoMachines(t, failpoints)
@@ -98,10 +140,10 @@ func x002(t *testing.T, failpoints bool, env []string) (taken []string) {
 	alts := inTransit(bundle)
 	alts = append(alts,
 		resealed(t, bundle, "content", "fixed\")", false),            // a file's new content
-		resealed(t, bundle, "receipt", `"kind":"run"`, false),        // the receipt
+		resealedReceipt(t, bundle, "receipt", `"kind":"run"`),        // the receipt
 		resealed(t, bundle, "odd name", ", changed", false),          // content under a non-UTF-8 name
-		resealed(t, bundle, "exit code", `"exit_code":0`, false),     // the receipt's command status
-		resealed(t, bundle, "command", `"command":["sh"`, false),     // the receipt's command
+		resealedReceipt(t, bundle, "exit code", `"exit_code":0`),     // the receipt's command status
+		resealedReceipt(t, bundle, "command", `"command":["sh"`),     // the receipt's command
 		resealed(t, bundle, "new content", "package new\n", false),   // an added file
 		resealed(t, bundle, "base digest", "src/main.go", true),      // the base digest of a modified file
 		resealed(t, bundle, "base content", "func main() {}", false), // the original kept for a merge
