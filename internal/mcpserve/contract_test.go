@@ -65,6 +65,16 @@ func inToolTerms(t *testing.T, raw string) toolErr {
 func TestMCPContractTools(t *testing.T) {
 	lines := "1\n2\n3\n4\n5\n6\n7\n8\n9\n10\n11\n12\n13\n14\n15\n"
 	cs, ws := session(t, map[string]string{"a.txt": "one\ntwo\nthree\n", "h.txt": lines})
+
+	// The server reports the version 'wtx version' prints.
+	out, err := exec.Command(wtxtest.Binary(t, false), "version", "--json").Output()
+	var v struct{ Version string }
+	if err != nil || json.Unmarshal(out, &v) != nil || v.Version == "" {
+		t.Fatalf("wtx version --json: %q (%v)", out, err)
+	}
+	if got := cs.InitializeResult().ServerInfo.Version; got != v.Version {
+		t.Fatalf("the MCP server reports version %q, wtx version %q", got, v.Version)
+	}
 	var begin struct{ Tx string }
 	call(t, cs, "begin", map[string]any{}, &begin)
 	tx := begin.Tx
@@ -178,24 +188,5 @@ func TestMCPContractTools(t *testing.T) {
 	}
 	if data, _ := os.ReadFile(filepath.Join(ws, "h.txt")); !strings.HasPrefix(string(data), "1\n") || !strings.HasSuffix(string(data), "last\n") {
 		t.Fatalf("h.txt after hunk 2: %q", data)
-	}
-}
-
-// TestMCPVersionIsTheCLIs: the server reports the version 'wtx version'
-// prints.
-func TestMCPVersionIsTheCLIs(t *testing.T) {
-	bin := wtxtest.Binary(t, false)
-	out, err := exec.Command(bin, "version", "--json").Output()
-	if err != nil {
-		t.Skipf("this wtx has no version command yet: %v", err)
-	}
-	var v struct{ Version string }
-	if err := json.Unmarshal(out, &v); err != nil || v.Version == "" {
-		t.Fatalf("wtx version --json: %q (%v)", out, err)
-	}
-	cs, _ := session(t, map[string]string{"a.txt": "a\n"})
-	got := cs.InitializeResult().ServerInfo.Version
-	if got != v.Version {
-		t.Fatalf("the MCP server reports %q, wtx version %q", got, v.Version)
 	}
 }
