@@ -66,3 +66,47 @@ func TestW002_NegativeControlEffectsRerun(t *testing.T) {
 		t.Fatal("with in-doubt steps re-run nothing broke: the harness cannot fail")
 	}
 }
+
+// TestW002_ReviewFailAndSkip: a step kept for review stops the run until a
+// resume applies it; a failed step applies nothing and stops the run until
+// a resume runs it again or --skip records it skipped.
+func TestW002_ReviewFailAndSkip(t *testing.T) {
+	e := newFlowEnv(t, false)
+	f := e.file("rv.toml", `version = 1
+[[steps]]
+name = "gen"
+kind = "run"
+command = ["sh", "-c", "echo hi > hi.txt"]
+on_success = "review"
+[[steps]]
+name = "broken"
+kind = "run"
+command = ["sh", "-c", "echo half > half.txt; exit 3"]
+[[steps]]
+name = "last"
+kind = "batch"
+[[steps.ops]]
+command = "write"
+path = "last.txt"
+content = "last\n"
+`)
+	out, r := e.flowJSON(nil, "flow", "run", f, "--name", "rv")
+	if out.Run.Status != "review" || r.code != 0 || exists(e.ws+"/hi.txt") {
+		t.Fatalf("a review step: %s (exit %d), hi.txt in the workspace %v", out.Run.Status, r.code, exists(e.ws+"/hi.txt"))
+	}
+	out, r = e.flowJSON(nil, "flow", "resume", "rv")
+	if out.Run.Status != "failed" || r.code != 1 || !exists(e.ws+"/hi.txt") || exists(e.ws+"/half.txt") {
+		t.Fatalf("resume after review: %s (exit %d); want the reviewed step applied and the failing one stopping the run with nothing of it applied", out.Run.Status, r.code)
+	}
+	if a := out.Run.Steps[1].Attempts; a[0].Result == nil || a[0].Result.ExitCode == nil || *a[0].Result.ExitCode != 3 {
+		t.Fatalf("the failed step's exit status is not recorded: %+v", a)
+	}
+	out, _ = e.flowJSON(nil, "flow", "resume", "rv")
+	if out.Run.Status != "failed" || len(out.Run.Steps[1].Attempts) != 2 {
+		t.Fatalf("resume of a failed step runs it again: %s, %d attempts", out.Run.Status, len(out.Run.Steps[1].Attempts))
+	}
+	out, r = e.flowJSON(nil, "flow", "resume", "rv", "--skip")
+	if out.Run.Status != "done" || r.code != 0 || out.Run.Steps[1].Status != "skipped" || !exists(e.ws+"/last.txt") {
+		t.Fatalf("resume --skip: %s (exit %d), step 2 %s", out.Run.Status, r.code, out.Run.Steps[1].Status)
+	}
+}
