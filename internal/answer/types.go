@@ -458,3 +458,13 @@ func ListOf(ctx context.Context, ws *wtx.Workspace, settled bool) (List, error) 
 	}
 	return out, nil
 }
+
+// Flow answers flow run, resume, show and abandon: the run as it stands.
+type Flow struct {
+	Run *wtx.FlowRun `json:"run"`
+}
+
+// FlowList answers flow list.
+type FlowList struct {
+	Runs []*wtx.FlowRun `json:"runs"`
+}

@@ -10,26 +10,10 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/wtx-dev/wtx"
+	"github.com/wtx-dev/wtx/internal/answer"
 	"github.com/wtx-dev/wtx/internal/failpoint"
 	"github.com/wtx-dev/wtx/internal/quote"
 )
-
-// flowAnswer is the --json answer of flow run, resume, show, abandon and
-// fork.
-type flowAnswer struct {
-	SchemaVersion int          `json:"schema_version"`
-	Status        string       `json:"status"`
-	Command       string       `json:"command"`
-	Run           *wtx.FlowRun `json:"run"`
-}
-
-// flowListAnswer is the --json answer of flow list.
-type flowListAnswer struct {
-	SchemaVersion int            `json:"schema_version"`
-	Status        string         `json:"status"`
-	Command       string         `json:"command"`
-	Runs          []*wtx.FlowRun `json:"runs"`
-}
 
 func newFlowCommand(g *globals) *cobra.Command {
 	cmd := &cobra.Command{
@@ -106,7 +90,7 @@ func (g *globals) finishFlow(command string, run *wtx.FlowRun) error {
 		g.exitCode = &one
 	}
 	if g.json {
-		return writeJSON(g.io.Out, flowAnswer{SchemaVersion: 1, Status: "ok", Command: command, Run: run})
+		return g.emit(command, answer.Flow{Run: run})
 	}
 	writeFlowSummary(g.io.Out, run)
 	for _, r := range run.Repairs {
@@ -266,7 +250,7 @@ touched: not even an interrupted apply is recovered.`,
 				return err
 			}
 			if g.json {
-				return writeJSON(g.io.Out, flowAnswer{SchemaVersion: 1, Status: "ok", Command: "flow show", Run: run})
+				return g.emit("flow show", answer.Flow{Run: run})
 			}
 			return writeFlowShow(ctx, g, ws, run, !noDiff)
 		},
@@ -400,7 +384,7 @@ func newFlowListCommand(g *globals) *cobra.Command {
 				return err
 			}
 			if g.json {
-				return writeJSON(g.io.Out, flowListAnswer{SchemaVersion: 1, Status: "ok", Command: "flow list", Runs: orEmpty(runs)})
+				return g.emit("flow list", answer.FlowList{Runs: orEmpty(runs)})
 			}
 			for _, r := range runs {
 				done := 0
@@ -442,7 +426,7 @@ their ops to take it back); a stage it kept for review is dropped.`,
 				return err
 			}
 			if g.json {
-				return writeJSON(g.io.Out, flowAnswer{SchemaVersion: 1, Status: "ok", Command: "flow abandon", Run: run})
+				return g.emit("flow abandon", answer.Flow{Run: run})
 			}
 			writeFlowSummary(g.io.Out, run)
 			return nil

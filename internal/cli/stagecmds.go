@@ -76,7 +76,6 @@ ops with 'wtx undo' for that).`,
 	return cmd
 }
 
-
 func newListCommand(g *globals) *cobra.Command {
 	var all, settled bool
 	cmd := &cobra.Command{
