@@ -16,6 +16,8 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+
+	"github.com/wtx-dev/wtx/internal/failpoint"
 )
 
 // A signed receipt is an in-toto Statement v1 whose predicate is the
@@ -348,7 +350,7 @@ func verifyEnvelope(data []byte, pub ed25519.PublicKey) (*Receipt, string, error
 	id := ""
 	if pub != nil {
 		id = KeyID(pub)
-		if err := checkSignature(&env, pub); err != nil {
+		if err := checkSignature(&env, pub); err != nil && !failpoint.Disabled("receipt-signature") {
 			return nil, "", err
 		}
 	}
@@ -462,7 +464,7 @@ func checkDisclaimer(r *Receipt) error {
 			missing = append(missing, strconv.Quote(s))
 		}
 	}
-	if len(missing) > 0 {
+	if len(missing) > 0 && !failpoint.Disabled("receipt-disclaimer") {
 		return errorf(CodeReceiptInvalid, "receipt %s: not_transactional lacks %s (required by kind %s, backend %q, %d shared path(s), containment %q)",
 			r.ID, strings.Join(missing, ", "), r.Kind, r.Backend, len(r.Share), r.Containment)
 	}
