@@ -349,7 +349,45 @@ EXIT STATUS
 	}
 	g.addCompletion(root)
 	g.addMoreCompletion(root)
+	g.guardParents(root)
 	return root
+}
+
+// guardParents gives every parent command below the root (flow, receipt,
+// completion …) an answer to an argument that names none of its
+// subcommands: cobra alone prints the parent's help and exits 0, so
+// `wtx flow resme RUN && deploy` would go on as if the resume had run.
+// An unknown subcommand is a usage error, as it is at the top level; a
+// bare parent prints its help (under --json: a usage error, since help is
+// not one JSON object).
+func (g *globals) guardParents(root *cobra.Command) {
+	var walk func(c *cobra.Command)
+	walk = func(c *cobra.Command) {
+		for _, sub := range c.Commands() {
+			walk(sub)
+		}
+		if c == root || !c.HasSubCommands() || c.Runnable() {
+			return
+		}
+		c.Args = cobra.ArbitraryArgs
+		if c.SuggestionsMinimumDistance <= 0 {
+			c.SuggestionsMinimumDistance = 2
+		}
+		c.RunE = func(c *cobra.Command, args []string) error {
+			if len(args) > 0 {
+				msg := fmt.Sprintf("unknown command %q for %q", args[0], c.CommandPath())
+				if s := c.SuggestionsFor(args[0]); len(s) > 0 {
+					msg += fmt.Sprintf("; did you mean %q?", s[0])
+				}
+				return usageError{msg: msg + " (see '" + c.CommandPath() + " --help')"}
+			}
+			if g.json {
+				return usageError{msg: fmt.Sprintf("no subcommand given for %q (see '%s --help')", c.CommandPath(), c.CommandPath())}
+			}
+			return c.Help()
+		}
+	}
+	walk(root)
 }
 
 // maxOneStage is cobra.Args for commands that take an optional stage.
