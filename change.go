@@ -98,6 +98,10 @@ type ChangeSet struct {
 
 	changes []tree.Change // the selection
 	all     []tree.Change // the whole change set
+	// emptied is set when every selector matched a path but together they
+	// select none (--path X --exclude X): an error, as for a selector
+	// that matches nothing.
+	emptied bool
 	base    *tree.Manifest
 	view    []tree.Entry
 }
@@ -167,6 +171,7 @@ func (s *Stage) SelectChanges(ctx context.Context, sel Selection) (*ChangeSet, e
 	cs := newChangeSet(excludeChanges(tree.Select(all, sels), excl), m, entries, special)
 	cs.all = all
 	cs.Unmatched = unmatched(all, entries, m, sels, excl)
+	cs.emptied = len(sels)+len(excl) > 0 && len(all) > 0 && len(cs.changes) == 0 && len(special) == 0 && len(cs.Unmatched) == 0
 	cs.LeftOut = leftOutOf(v)
 	cs.RootMode = s.rootModeChange(v)
 	return cs, nil
@@ -373,6 +378,10 @@ func (e *NoMatchError) Error() string {
 // CheckMatched refuses a change set with an unmatched selector
 // (not-found.path). Its repairs: look at what the change set holds.
 func (cs *ChangeSet) CheckMatched(tx string) error {
+	if cs.emptied {
+		return &Error{Code: CodeNoMatch, Message: fmt.Sprintf("the selection selects no path of the change set of %s: every path its path selectors match is excluded", tx),
+			Repairs: []Repair{{Action: "list", Detail: "see the paths of the change set", Command: "wtx diff " + tx + " --name-status"}}}
+	}
 	if len(cs.Unmatched) == 0 {
 		return nil
 	}

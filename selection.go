@@ -19,7 +19,7 @@ import (
 // matches no file.
 func (s *Stage) appliedIn(ctx context.Context, cs *ChangeSet) ([]string, error) {
 	if len(cs.Unmatched) == 0 {
-		return nil, nil
+		return nil, cs.CheckMatched(s.ID())
 	}
 	ops, err := s.ws.Ops(ctx)
 	if err != nil {
@@ -234,7 +234,16 @@ func (w *Workspace) undoChanges(ctx context.Context, op *Op, sels, excl tree.Sel
 			Message: strings.Replace(ne.Error(), "matches no path of the change set of", "selects no path that was written by", 1),
 			Repairs: []Repair{{Action: "show", Detail: "see the paths the op wrote", Command: "wtx show " + op.ID}}}
 	}
-	inv = excludeChanges(tree.Select(inv, sels), excl)
+	if sel := excludeChanges(tree.Select(inv, sels), excl); len(sel) == 0 && len(inv) > 0 {
+		// Every selector matched a path of op, yet together they select
+		// none: never "nothing to undo", which would claim the workspace
+		// already holds what it held before.
+		return nil, &Error{Code: CodeNoMatch,
+			Message: fmt.Sprintf("the selection selects no path that was written by %s: every path its path selectors match is excluded", op.ID),
+			Repairs: []Repair{{Action: "show", Detail: "see the paths the op wrote", Command: "wtx show " + op.ID}}}
+	} else {
+		inv = sel
+	}
 	ops, err := w.Ops(ctx)
 	if err != nil {
 		return nil, err
