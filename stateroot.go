@@ -159,7 +159,11 @@ func prepareStateRoot(stateDir string) error {
 			return err
 		}
 	}
-	return nil
+	// The receipt key (made on first use) is held to the same rule.
+	if err := tightenExisting(stateDir, filepath.Join(stateDir, keysDirName), privateDirPerm); err != nil {
+		return err
+	}
+	return tightenExisting(stateDir, receiptKeyPath(stateDir), privateFilePerm)
 }
 
 // tightenExisting is tighten for p if it exists.

@@ -407,6 +407,9 @@ func printReceiptLine(w io.Writer, r wtx.ReceiptRecord) {
 	if rc.Refusal != nil {
 		what = "refused: " + rc.Refusal.Code
 	}
+	if rc.LeftOut > 0 {
+		what += fmt.Sprintf(", %d left out by --exclude", rc.LeftOut)
+	}
 	signed := "signed"
 	if r.Envelope == nil {
 		signed = "UNSIGNED"
