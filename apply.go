@@ -251,7 +251,7 @@ func (s *Stage) checkApply(ctx context.Context, root *fsx.Root, batch *blob.Batc
 	if !opts.Approve {
 		var prot []string
 		for _, c := range cs.changes {
-			if s.protect.Match(c.Path) || gitPath(c.Path) {
+			if _, ok := s.protectedPath(c.Path); ok {
 				prot = append(prot, c.Path)
 			}
 		}

@@ -234,6 +234,13 @@ func parseBatchLine(n int, line []byte) (*BatchItem, *Error) {
 // nothing: if any item fails, or the apply is refused, the stage is dropped
 // and the workspace is untouched; the error is the first failure's.
 func (w *Workspace) Batch(ctx context.Context, items []BatchItem, begin BeginOptions, apply ApplyOptions) (*BatchResult, error) {
+	// The project file's excludes take part in the check before the stage
+	// opens; Begin is then told not to add them twice.
+	begin, err := w.withProject(begin)
+	if err != nil {
+		return nil, err
+	}
+	begin.NoProject = true
 	if err := checkBatch(items, begin); err != nil {
 		return nil, err
 	}

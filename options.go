@@ -52,8 +52,13 @@ type BeginOptions struct {
 	Share []string
 	// Protect selectors make an apply that touches them need Approve.
 	Protect []string
-	// Backend is "auto" (or empty), "overlay", "clone" or "copy".
+	// Backend is "auto", "overlay", "clone" or "copy"; empty takes the
+	// project file's backend, else "auto".
 	Backend string
+	// NoProject ignores the workspace's project file (.wtx.toml). Without
+	// it, Begin gives the stage the file's excludes and protects ahead of
+	// Exclude and Protect, and its backend when Backend is empty.
+	NoProject bool
 	// Progress, if set, is called while the view is made with the number of
 	// entries staged so far.
 	Progress func(done int)

@@ -130,7 +130,7 @@ func (s *Stage) newReceipt(kind string, cs *ChangeSet) Receipt {
 			r.ResultDigest = r.BaseDigest
 		}
 		for i := range cs.changes {
-			if s.protect.Match(cs.changes[i].Path) {
+			if s.protect.Match(cs.changes[i].Path) || projectPath(cs.changes[i].Path) {
 				r.ProtectedPaths++
 			}
 		}

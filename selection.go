@@ -83,6 +83,9 @@ const (
 	ProtectGit ProtectReason = "git"
 	// ProtectSelector: the path matches a protect selector of the stage.
 	ProtectSelector ProtectReason = "selector"
+	// ProtectProject: the path is the project file, .wtx.toml, protected
+	// by default (it sets the protects of every later stage).
+	ProtectProject ProtectReason = "project"
 )
 
 // ProtectedPath is a path of a change set that an apply writes only when
@@ -97,8 +100,11 @@ type ProtectedPath struct {
 
 // Detail says why the path is protected, for a person.
 func (p ProtectedPath) Detail() string {
-	if p.Reason == ProtectGit {
+	switch p.Reason {
+	case ProtectGit:
 		return "under .git, protected by default"
+	case ProtectProject:
+		return "the project file " + ProjectFileName + ", protected by default"
 	}
 	return "matches protect selector " + quote.Path(p.Selector)
 }
@@ -124,6 +130,9 @@ func (s *Stage) protectedPath(p string) (ProtectedPath, bool) {
 	if r, ok := gitRoot(p); ok {
 		return ProtectedPath{Path: p, Reason: ProtectGit, Selector: r}, true
 	}
+	if projectPath(p) {
+		return ProtectedPath{Path: p, Reason: ProtectProject, Selector: LiteralSelector(p)}, true
+	}
 	return ProtectedPath{}, false
 }
 
@@ -147,16 +156,20 @@ func ExcludeSelectors(pp []ProtectedPath) []string {
 func (s *Stage) protectedError(paths []string) *Error {
 	var prot []Conflict
 	var pps []ProtectedPath
-	git := false
+	git, proj := false, false
 	for _, p := range paths {
 		pp, _ := s.protectedPath(p)
 		pps = append(pps, pp)
 		git = git || pp.Reason == ProtectGit
+		proj = proj || pp.Reason == ProtectProject
 		prot = append(prot, Conflict{Path: p, Kind: "protected", Detail: pp.Detail()})
 	}
 	msg := fmt.Sprintf("%d path(s) of %s are protected; they are written only when the apply is approved", len(prot), s.ID())
 	if git {
 		msg += " (.git is protected by default: hooks and configuration there run code)"
+	}
+	if proj {
+		msg += " (" + ProjectFileName + " is protected by default: it sets what every later stage protects)"
 	}
 	var ex strings.Builder
 	for _, r := range ExcludeSelectors(pps) {

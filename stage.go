@@ -124,6 +124,10 @@ var nameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`)
 // Begin opens a new stage: it stages the workspace's surface with the chosen
 // backend and records the base manifest.
 func (w *Workspace) Begin(ctx context.Context, opts BeginOptions) (*Stage, error) {
+	opts, err := w.withProject(opts)
+	if err != nil {
+		return nil, err
+	}
 	if opts.Name != "" {
 		if !nameRE.MatchString(opts.Name) || (len(opts.Name) > 3 && opts.Name[:3] == "tx-") {
 			return nil, errorf(CodeUsage, "stage name %q: use 1-64 letters, digits, '.', '_' or '-', not starting with 'tx-'", opts.Name)

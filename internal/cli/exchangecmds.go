@@ -137,6 +137,9 @@ digests, receipts, one byte) is refused as io.corrupt and nothing is made.`,
 			case ref == "" && len(args) != 1:
 				return usageError{msg: "import: give one FILE (- for stdin) or --git REF"}
 			}
+			if !c.Flags().Changed("backend") {
+				opts.Backend = "" // the project file's, else auto
+			}
 			ws, err := g.open(ctx)
 			if err != nil {
 				return err

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"io"
 	"path/filepath"
-	"slices"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
@@ -20,23 +19,15 @@ func (g *globals) addProjectFlag(fs *pflag.FlagSet) {
 	fs.BoolVar(&g.noProject, "no-project", false, "ignore the workspace's "+project.FileName+" (its excludes, protects and backend)")
 }
 
-// withProject gives a new stage the defaults of the workspace's project
-// file: its excludes and protects come first and the command line's are
-// added to them; its backend is used unless --backend is given.
-func (g *globals) withProject(c *cobra.Command, ws *wtx.Workspace, o *wtx.BeginOptions) error {
-	if g.noProject {
-		return nil
+// withProject passes --no-project on to the library, which gives every
+// new stage the defaults of the workspace's project file (its excludes
+// and protects first, the command line's added to them), and leaves the
+// backend to the file unless --backend is given.
+func (g *globals) withProject(c *cobra.Command, o *wtx.BeginOptions) {
+	o.NoProject = g.noProject
+	if !c.Flags().Changed("backend") {
+		o.Backend = ""
 	}
-	f, err := project.Load(ws.Path())
-	if err != nil || f == nil {
-		return err
-	}
-	if f.Backend != "" && !c.Flags().Changed("backend") {
-		o.Backend = f.Backend
-	}
-	o.Exclude = append(slices.Clone(f.Exclude), o.Exclude...)
-	o.Protect = append(slices.Clone(f.Protect), o.Protect...)
-	return nil
 }
 
 func workspaceOf(ws *wtx.Workspace) answer.Where {

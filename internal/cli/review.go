@@ -780,7 +780,7 @@ func (m reviewModel) render() string {
 			"tab moves the cursor onto the file's hunks. Deletions and type changes are\n" +
 			"always listed. Apply is bound to the digest of the selection shown: if the\n" +
 			"stage changed since, it is refused and nothing is written. Paths marked !\n" +
-			"are protected (.git by default): p approves them for the next apply.\n" +
+			"are protected (.git, .wtx.toml by default): p approves them to apply.\n" +
 			"What you skip stays skipped after an apply. e edits the staged copy.\n\npress any key")
 		return b.String()
 	}

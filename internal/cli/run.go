@@ -115,9 +115,7 @@ func runRun(c *cobra.Command, g *globals, begin wtx.BeginOptions, tx string, app
 			return err
 		}
 	} else {
-		if err := g.withProject(c, ws, &begin); err != nil {
-			return err
-		}
+		g.withProject(c, &begin)
 		work := g.longWork("staging")
 		st, err = ws.Begin(ctx, begin)
 		work.end()
@@ -336,19 +334,28 @@ func printProtected(w io.Writer, st *wtx.Stage, pp []wtx.ProtectedPath) {
 	}
 	const maxNamed = 4
 	var names []string
-	git := false
+	var git, proj, sel bool
 	for i, p := range pp {
 		git = git || p.Reason == wtx.ProtectGit
+		proj = proj || p.Reason == wtx.ProtectProject
+		sel = sel || p.Reason == wtx.ProtectSelector
 		if i == maxNamed {
 			names = append(names, fmt.Sprintf("… %d more", len(pp)-maxNamed))
 			break
 		}
 		names = append(names, quote.Path(p.Path))
 	}
-	why := "they match --protect selectors"
+	var whys []string
 	if git {
-		why = ".git is protected by default: hooks and configuration there run code"
+		whys = append(whys, ".git is protected by default: hooks and configuration there run code")
 	}
+	if proj {
+		whys = append(whys, wtx.ProjectFileName+" is protected by default: it sets what every later stage protects")
+	}
+	if sel || len(whys) == 0 {
+		whys = append(whys, "they match --protect selectors")
+	}
+	why := strings.Join(whys, "; ")
 	ex := ""
 	for _, sel := range wtx.ExcludeSelectors(pp) {
 		ex += " --exclude " + quote.Shell(sel)

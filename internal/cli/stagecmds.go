@@ -41,9 +41,7 @@ ops with 'wtx undo' for that).`,
 				return err
 			}
 			defer ws.Close()
-			if err := g.withProject(c, ws, &begin); err != nil {
-				return err
-			}
+			g.withProject(c, &begin)
 			work := g.longWork("staging")
 			st, err := ws.Begin(c.Context(), begin)
 			work.end()

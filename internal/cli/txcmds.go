@@ -316,9 +316,7 @@ before the stage opens: one under --exclude (refusal.boundary) or starting with
 				return err
 			}
 			defer ws.Close()
-			if err := g.withProject(c, ws, &begin); err != nil {
-				return err
-			}
+			g.withProject(c, &begin)
 			r, err := ws.Batch(c.Context(), items, begin, apply)
 			if err != nil {
 				return err
