@@ -124,7 +124,10 @@ type Op struct {
 	// with paths), while some of its paths are still as it wrote them.
 	PartlyUndoneBy []string `json:"partly_undone_by,omitempty"`
 	body           opBody
-	workspace      *Workspace
+	// takenBack maps each path of the op that a live undo took back (an
+	// undo not itself undone) to the newest such undo.
+	takenBack map[string]string
+	workspace *Workspace
 }
 
 func (w *Workspace) opFromRow(o state.Op) (*Op, error) {

@@ -19,7 +19,6 @@ func (w *Workspace) Ops(ctx context.Context) ([]*Op, error) {
 	}
 	var out []*Op
 	byID := map[string]*Op{}
-	covered := map[string]map[string]bool{}
 	for _, r := range rows {
 		op, err := w.opFromRow(r)
 		if err != nil {
@@ -27,25 +26,66 @@ func (w *Workspace) Ops(ctx context.Context) ([]*Op, error) {
 		}
 		byID[op.ID] = op
 		out = append(out, op)
-		target := byID[op.Undoes]
+	}
+	// Which paths of an op are taken back. An undo claims the paths it
+	// changed, and the paths its selection names that no earlier undo of
+	// the same op changed (those already held what they held before). An
+	// undo that was itself undone, for a path, no longer takes that path
+	// back: the path holds what the op wrote again, and the op is live for
+	// it (as jj's undo of an undo). Newest first, so an undo's own undos
+	// are counted before it is.
+	undos := map[string][]*Op{} // target id → its undos, oldest first
+	for _, u := range out {
+		if byID[u.Undoes] != nil {
+			undos[u.Undoes] = append(undos[u.Undoes], u)
+		}
+	}
+	for i := len(out) - 1; i >= 0; i-- {
+		u := out[i]
+		target := byID[u.Undoes]
 		if target == nil {
 			continue
 		}
-		// An undo with paths took back only what they select; the op is
-		// undone once every path it wrote has been taken back.
-		if covered[target.ID] == nil {
-			covered[target.ID] = map[string]bool{}
+		earlier := map[string]bool{}
+		for _, e := range undos[target.ID] {
+			if e == u {
+				break
+			}
+			for _, c := range e.body.Changes {
+				earlier[c.Path] = true
+			}
 		}
-		for _, c := range undoSelection(target, op.body.Paths, op.body.Exclude) {
-			covered[target.ID][c.Path] = true
+		claims := map[string]bool{}
+		for _, c := range u.body.Changes {
+			claims[c.Path] = true
 		}
-		target.PartlyUndoneBy = append(target.PartlyUndoneBy, op.ID)
-		if (len(op.body.Paths) == 0 && len(op.body.Exclude) == 0) || len(covered[target.ID]) >= len(target.body.Changes) {
-			target.UndoneBy = op.ID
+		for _, c := range undoSelection(target, u.body.Paths, u.body.Exclude) {
+			if !earlier[c.Path] {
+				claims[c.Path] = true
+			}
+		}
+		took := false
+		for _, c := range target.inverse() {
+			if _, back := u.takenBack[c.Path]; !claims[c.Path] || back {
+				continue
+			}
+			took = true
+			if target.takenBack == nil {
+				target.takenBack = map[string]string{}
+			}
+			if _, ok := target.takenBack[c.Path]; !ok { // the newest undo in effect
+				target.takenBack[c.Path] = u.ID
+			}
+		}
+		if took {
+			target.PartlyUndoneBy = append([]string{u.ID}, target.PartlyUndoneBy...)
 		}
 	}
 	for _, op := range out {
-		if op.UndoneBy != "" {
+		// Undone, by the newest undo in effect, once every path it changed
+		// was taken back.
+		if n := len(op.PartlyUndoneBy); n > 0 && len(op.takenBack) >= len(op.body.Changes) {
+			op.UndoneBy = op.PartlyUndoneBy[n-1]
 			op.PartlyUndoneBy = nil
 		}
 	}

@@ -257,18 +257,7 @@ func (w *Workspace) undoChanges(ctx context.Context, op *Op, sels, excl tree.Sel
 	} else {
 		inv = sel
 	}
-	ops, err := w.Ops(ctx)
-	if err != nil {
-		return nil, err
-	}
-	done := map[string]string{}
-	for _, u := range ops {
-		if u.Undoes == op.ID {
-			for _, c := range undoSelection(op, u.body.Paths, u.body.Exclude) {
-				done[c.Path] = u.ID
-			}
-		}
-	}
+	done := op.takenBack // paths live undos took back already
 	var out []tree.Change
 	var by []string
 	for _, c := range inv {
