@@ -135,6 +135,24 @@ func projectDefaultsCase(t *testing.T, failpoints bool, env ...string) []string 
 	e.wtx("apply")
 	check("import", "imported")
 
+	// import --git: a change set exported as a git commit from a stage
+	// opened without the project file, imported into the same workspace.
+	if _, err := exec.LookPath("git"); err == nil {
+		gitCmd(t, e.ws, "init", "-q", "-b", "main")
+		gitCmd(t, e.ws, "add", "-A")
+		gitCmd(t, e.ws, "commit", "-q", "-m", "base")
+		src := txOf(t, e.wtx("--json", "run", "--no-project", "--", "sh", "-c", "echo git > secrets/key"))
+		if r := e.wtx("export", src, "--git", "--ref", "refs/wtx/p"); r.code != 0 {
+			t.Fatalf("export --git: %d %s", r.code, r.stderr)
+		}
+		e.wtx("drop", src)
+		if r := e.wtx("import", "--git", "refs/wtx/p"); r.code != 0 {
+			t.Fatalf("import --git: %d %s", r.code, r.stderr)
+		}
+		e.wtx("apply")
+		check("import --git", "git")
+	}
+
 	// A flow's run step (applied by default on success).
 	flow := filepath.Join(e.root, "p.toml")
 	if err := os.WriteFile(flow, []byte("version = 1\nname = \"p\"\n\n[[steps]]\nname = \"s\"\nkind = \"run\"\ncommand = [\"sh\", \"-c\", \"echo flow > secrets/key\"]\n"), 0o644); err != nil {
@@ -174,7 +192,11 @@ func TestProjectFileDefaultsReachEveryStage(t *testing.T) {
 	}
 	t.Run("negative-control", func(t *testing.T) {
 		bad := projectDefaultsCase(t, true, "WTX_DISABLE=project-defaults")
-		if want := "run, import, flow run step, mcp run, mcp begin+write"; strings.Join(bad, ", ") != want {
+		want := "run, import, import --git, flow run step, mcp run, mcp begin+write"
+		if _, err := exec.LookPath("git"); err != nil {
+			want = strings.Replace(want, " import --git,", "", 1)
+		}
+		if strings.Join(bad, ", ") != want {
 			t.Errorf("with project-defaults off, protected path written through %q, want %q", strings.Join(bad, ", "), want)
 		}
 	})
