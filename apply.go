@@ -179,7 +179,7 @@ func (s *Stage) apply(ctx context.Context, opts ApplyOptions) (res *ApplyResult,
 	if err != nil {
 		return nil, err
 	}
-	if e := s.refusal(chk.conflicts); e != nil {
+	if e := s.refusal(chk.conflicts, cs.changes); e != nil {
 		return nil, e
 	}
 	for _, c := range chk.already {
@@ -339,7 +339,10 @@ var refusalClasses = []struct {
 // refusal is the one refusal that reports every conflict an apply found,
 // grouped by class in the order of refusalClasses, with the repairs of each
 // class; nil when there is none.
-func (s *Stage) refusal(conflicts []Conflict) *Error {
+//
+// An "apply the rest" repair (RepairExclude) is offered only when leaving
+// its paths out leaves something to apply of selected, the selection.
+func (s *Stage) refusal(conflicts []Conflict, selected []tree.Change) *Error {
 	if len(conflicts) == 0 {
 		return nil
 	}
@@ -361,6 +364,9 @@ func (s *Stage) refusal(conflicts []Conflict) *Error {
 		e.Conflicts = append(e.Conflicts, cfs...)
 		msgs = append(msgs, s.classMessage(rc.class, cfs))
 		for _, r := range s.classRepairs(rc.class, cfs) {
+			if r.Action == RepairExclude && len(excludeChanges(selected, literalSelectors(r.Paths))) == 0 {
+				continue // nothing would be left to apply
+			}
 			if key := string(r.Action) + "\x00" + r.Command; !seen[key] {
 				seen[key] = true
 				e.Repairs = append(e.Repairs, r)
@@ -474,4 +480,16 @@ func (s *Stage) advanceBase(ctx context.Context, cs *ChangeSet, applied []tree.C
 func sameInode(fi os.FileInfo, st fsx.Stat) bool {
 	ino, dev, ok := inodeOf(fi)
 	return ok && ino == st.Ino && dev == st.Dev
+}
+
+// literalSelectors are selectors that match exactly paths (none for a path
+// that makes no selector).
+func literalSelectors(paths []string) tree.Selectors {
+	var out tree.Selectors
+	for _, p := range paths {
+		if sel, err := tree.ParseSelector(LiteralSelector(p)); err == nil {
+			out = append(out, sel)
+		}
+	}
+	return out
 }
