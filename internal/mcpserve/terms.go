@@ -108,6 +108,16 @@ func stageOf(r wtx.Repair, tx string) string {
 	return ""
 }
 
+// opOf is the op id a repair's command names.
+func opOf(command string) string {
+	for _, f := range strings.Fields(command) {
+		if strings.HasPrefix(f, "op-") {
+			return f
+		}
+	}
+	return ""
+}
+
 // toolRepair is one repair as a tool call, or as a person's step.
 func toolRepair(r wtx.Repair, tx string, e *wtx.Error) answer.Repair {
 	call := func(tool, detail string, args answer.ToolArgs) answer.Repair {
@@ -136,6 +146,25 @@ func toolRepair(r wtx.Repair, tx string, e *wtx.Error) answer.Repair {
 		return call("log", "find the op that applied it with the log tool, then call undo with it", answer.ToolArgs{})
 	case "begin":
 		return call("begin", r.Detail, answer.ToolArgs{})
+	case "undo-later":
+		if op := opOf(r.Command); op != "" {
+			return call("undo", r.Detail, answer.ToolArgs{Op: op})
+		}
+	case "undo-part":
+		// Take back the rest: every path that changed since left out,
+		// literally (a name that is not UTF-8 is a person's to leave out).
+		var ex []string
+		for _, c := range e.Conflicts {
+			sel := wtx.LiteralSelector(c.Path)
+			if !utf8.ValidString(sel) {
+				ex = nil
+				break
+			}
+			ex = append(ex, sel)
+		}
+		if op := opOf(r.Command); op != "" && len(ex) > 0 {
+			return call("undo", "call undo with exclude naming the paths that changed since: it takes back the others", answer.ToolArgs{Op: op, Exclude: ex})
+		}
 	case "exclude":
 		// Apply the rest: every conflicting path left out, literally. A
 		// name that is not UTF-8 cannot be an argument here; a person

@@ -83,7 +83,9 @@ func (h *handlers) rebase(ctx context.Context, _ *mcp.CallToolRequest, in Rebase
 
 // UndoIn are undo's arguments.
 type UndoIn struct {
-	Op string `json:"op,omitempty" jsonschema:"the op to reverse (an op id from log, or a unique prefix); the last op when absent"`
+	Op      string   `json:"op,omitempty" jsonschema:"the op to reverse (an op id from log, or a unique prefix); the newest applied op not undone yet when absent"`
+	Paths   []string `json:"paths,omitempty" jsonschema:"take back only these selectors of the op's paths and what is beneath them; a selector that selects no path of the op is an error"`
+	Exclude []string `json:"exclude,omitempty" jsonschema:"leave these selectors of the op's paths as they are"`
 }
 
 func (h *handlers) undo(ctx context.Context, _ *mcp.CallToolRequest, in UndoIn) (*mcp.CallToolResult, answer.Undo, error) {
@@ -98,10 +100,16 @@ func (h *handlers) undo(ctx context.Context, _ *mcp.CallToolRequest, in UndoIn) 
 		if err != nil {
 			return nil, answer.Undo{}, h.fail("undo", "", err)
 		}
-		if len(ops) == 0 {
-			return nil, answer.Undo{}, h.fail("undo", "", &wtx.Error{Code: wtx.CodeOpNotFound, Message: "the workspace has no applied op to undo"})
+		// As the command line: the newest apply not undone yet, so a
+		// second undo walks further back rather than redoing.
+		for i := len(ops) - 1; i >= 0 && ref == ""; i-- {
+			if ops[i].Kind == "apply" && ops[i].UndoneBy == "" {
+				ref = ops[i].ID
+			}
 		}
-		ref = ops[len(ops)-1].ID
+		if ref == "" {
+			return nil, answer.Undo{}, h.fail("undo", "", &wtx.Error{Code: wtx.CodeOpNotFound, Message: "the workspace has no applied op that is not undone yet"})
+		}
 	}
 	if !h.cfg.AllowApprove {
 		// Agents propose, people approve (L-005): an undo writes the
@@ -121,7 +129,7 @@ func (h *handlers) undo(ctx context.Context, _ *mcp.CallToolRequest, in UndoIn) 
 				Repairs: []wtx.Repair{{Action: "person-undo", Detail: "a person reverses the op", Command: "wtx undo " + op.ID}}})
 		}
 	}
-	res, err := ws.Undo(ctx, ref)
+	res, err := ws.UndoWith(ctx, ref, wtx.UndoOptions{Paths: in.Paths, Exclude: in.Exclude})
 	if err != nil {
 		return nil, answer.Undo{}, h.fail("undo", "", err)
 	}
