@@ -6,6 +6,8 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/wtx-dev/wtx/internal/failpoint"
+
 	"github.com/wtx-dev/wtx/internal/state"
 )
 
@@ -16,14 +18,17 @@ const (
 	// FoundGiven: the directory given is the workspace (Options.Discover off).
 	FoundGiven Found = iota
 	// FoundKnown: the nearest directory at or above the one given that the
-	// state root knows as a workspace with stages.
+	// state root knows as a workspace with open stages, nearer than any
+	// repository root or project file.
 	FoundKnown
-	// FoundGitRoot: the root of the git repository that encloses the
-	// directory given (no workspace with stages at or above it).
+	// FoundGitRoot: the nearest directory at or above the one given that
+	// holds a .git entry.
 	FoundGitRoot
-	// FoundHere: the directory given: no workspace with stages at or above
-	// it, and no git repository around it.
+	// FoundHere: the directory given: no boundary at or above it.
 	FoundHere
+	// FoundProject: the nearest directory at or above the one given that
+	// holds a project file (.wtx.toml) and no .git entry.
+	FoundProject
 )
 
 // String is the name JSON answers carry.
@@ -37,6 +42,8 @@ func (f Found) String() string {
 		return "git-root"
 	case FoundHere:
 		return "directory"
+	case FoundProject:
+		return "project-file"
 	}
 	return "unknown"
 }
@@ -49,12 +56,17 @@ func (w *Workspace) Found() Found { return w.found }
 func (w *Workspace) From() string { return w.from }
 
 // discover finds the workspace for a command started in dir (canonical,
-// already checked): the nearest directory at or above dir that is a
-// workspace with stages (a subdirectory that is one wins over its parent);
-// else the root of the git repository around dir; else dir. The directory
-// found passes the same checks as one given.
+// already checked), the way git finds its repository: walking up from dir,
+// the nearest boundary wins. A directory is a boundary when the state root
+// knows it as a workspace with open stages, when it holds a .git entry (a
+// repository's directory, or the file of a worktree or submodule), or when
+// it holds a project file. So a repository or project below a workspace is
+// its own workspace, and a workspace whose stages are all settled captures
+// nothing. With no boundary, dir itself. The directory found passes the
+// same checks as one given; a repository or project root wtx may not use
+// (the home directory, one that holds the state root) leaves dir as it was.
 func discover(ctx context.Context, db *state.DB, dir, stateDir string, opts Options) (string, Found, error) {
-	known, err := db.PathsWithStages(ctx)
+	known, err := db.PathsWithOpenStages(ctx)
 	if err != nil {
 		return "", 0, stateDBError(stateDir, err)
 	}
@@ -62,35 +74,41 @@ func discover(ctx context.Context, db *state.DB, dir, stateDir string, opts Opti
 	for _, p := range known {
 		set[p] = true
 	}
-	for d := dir; ; d = filepath.Dir(d) {
-		if set[d] {
-			if d != dir {
-				if err := checkDiscovered(d, stateDir, opts); err != nil {
-					return "", 0, err
-				}
+	if failpoint.Disabled("discover-nearest") {
+		// The protection off: a workspace with open stages at or above dir
+		// wins over every nearer root, as before.
+		for d := dir; d != filepath.Dir(d); d = filepath.Dir(d) {
+			if set[d] {
+				return d, FoundKnown, nil
 			}
-			return d, FoundKnown, nil
-		}
-		if d == filepath.Dir(d) {
-			break
 		}
 	}
-	root := enclosingGitRoot(dir)
-	if root == "" {
-		return dir, FoundHere, nil
-	}
-	if root != dir {
-		// A repository root wtx may not use (the home directory, one that
-		// holds the state root) leaves the directory given as it was.
-		if err := checkDiscovered(root, stateDir, opts); err != nil {
+	for d := dir; ; d = filepath.Dir(d) {
+		found := FoundKnown
+		switch {
+		case set[d]:
+		case hasEntry(d, ".git"):
+			found = FoundGitRoot
+		case hasEntry(d, ProjectFileName):
+			found = FoundProject
+		default:
+			if d == filepath.Dir(d) {
+				return dir, FoundHere, nil
+			}
+			continue
+		}
+		if d == dir {
+			return d, found, nil
+		}
+		if err := checkDiscovered(d, stateDir, opts); err != nil {
 			var e *Error
-			if errors.As(err, &e) && e.Code == CodeInsideStage {
+			if found == FoundKnown || errors.As(err, &e) && e.Code == CodeInsideStage {
 				return "", 0, err
 			}
 			return dir, FoundHere, nil
 		}
+		return d, found, nil
 	}
-	return root, FoundGitRoot, nil
 }
 
 // checkDiscovered runs Open's checks of a workspace on a directory found
@@ -109,16 +127,8 @@ func checkDiscovered(path, stateDir string, opts Options) error {
 	return checkStateApart(path, stateDir)
 }
 
-// enclosingGitRoot returns the nearest directory at or above dir that holds a .git
-// entry (a repository's directory, or the file of a worktree or
-// submodule), or "".
-func enclosingGitRoot(dir string) string {
-	for d := dir; ; d = filepath.Dir(d) {
-		if _, err := os.Lstat(filepath.Join(d, ".git")); err == nil {
-			return d
-		}
-		if d == filepath.Dir(d) {
-			return ""
-		}
-	}
+// hasEntry says whether dir holds an entry of that name, of any type.
+func hasEntry(dir, name string) bool {
+	_, err := os.Lstat(filepath.Join(dir, name))
+	return err == nil
 }

@@ -29,21 +29,22 @@ func (q *queries) ListWorkspaces(ctx context.Context) ([]Workspace, error) {
 	return list, nil
 }
 
-// PathsWithStages returns every path through which a workspace that has at
-// least one stage (open or settled) was opened: the directories a command
-// run below them finds as its workspace.
-func (q *queries) PathsWithStages(ctx context.Context) ([]string, error) {
-	rows, err := q.q.QueryContext(ctx, `SELECT path FROM workspaces w WHERE EXISTS (SELECT 1 FROM stages s WHERE s.workspace_id = w.id)
-		UNION SELECT p.path FROM workspace_paths p WHERE EXISTS (SELECT 1 FROM stages s WHERE s.workspace_id = p.workspace_id)`)
+// PathsWithOpenStages returns every path through which a workspace that
+// has at least one open stage was opened: the directories a command run
+// below them may find as its workspace. A workspace whose stages are all
+// settled (applied or dropped) captures nothing.
+func (q *queries) PathsWithOpenStages(ctx context.Context) ([]string, error) {
+	rows, err := q.q.QueryContext(ctx, `SELECT path FROM workspaces w WHERE EXISTS (SELECT 1 FROM stages s WHERE s.workspace_id = w.id AND s.state = 'open')
+		UNION SELECT p.path FROM workspace_paths p WHERE EXISTS (SELECT 1 FROM stages s WHERE s.workspace_id = p.workspace_id AND s.state = 'open')`)
 	if err != nil {
-		return nil, fmt.Errorf("workspaces with stages: %w", classify(err))
+		return nil, fmt.Errorf("workspaces with open stages: %w", classify(err))
 	}
 	list, err := collect(rows, func(r rowScanner) (string, error) {
 		var p string
 		return p, r.Scan(&p)
 	})
 	if err != nil {
-		return nil, fmt.Errorf("workspaces with stages: %w", err)
+		return nil, fmt.Errorf("workspaces with open stages: %w", err)
 	}
 	return list, nil
 }
