@@ -15,8 +15,9 @@ type Version struct {
 type Where struct {
 	Path    string `json:"path"`
 	PathB64 string `json:"path_b64,omitempty"`
-	// Found is given (-C), workspace (the nearest directory with stages at
-	// or above the current one), git-root or directory.
+	// Found is given (-C), workspace (the nearest directory with open
+	// stages at or above the current one, nearer than any root), git-root,
+	// project-file (a directory holding .wtx.toml) or directory.
 	Found string `json:"found"`
 	// From is the current directory relative to the workspace ("." at its
 	// root).
