@@ -6,9 +6,12 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"slices"
 
 	"github.com/wtx-dev/wtx/internal/failpoint"
+	"github.com/wtx-dev/wtx/internal/fsx"
 	"github.com/wtx-dev/wtx/internal/journal"
+	"github.com/wtx-dev/wtx/internal/quote"
 	"github.com/wtx-dev/wtx/internal/state"
 	"github.com/wtx-dev/wtx/internal/tree"
 )
@@ -60,7 +63,7 @@ func (w *Workspace) commitOp(ctx context.Context, x *executor, rec *opRecord, ch
 			return err
 		}
 		journal.Remove(w.journalDir(), rec.Op.ID)
-		return err
+		return allChanged(ctx, x.root, changes, err)
 	}
 	failpoint.Hit("apply:synced")
 	if err := journal.Commit(w.journalDir(), rec.Op.ID); err != nil {
@@ -139,4 +142,32 @@ func (w *Workspace) recordOp(ctx context.Context, rec opRecord) error {
 		return AsError(fmt.Errorf("record op %s: %w", rec.Op.ID, err))
 	}
 	return nil
+}
+
+// allChanged completes the refusal of an op that met a path changed outside
+// it while it ran (err, naming that first path), now that everything done is
+// undone: every path of changes that holds neither what the op expected
+// there nor what it meant to write is listed, so the repair is made once
+// rather than path by path. Any other error is returned as it is.
+func allChanged(ctx context.Context, root *fsx.Root, changes []tree.Change, err error) error {
+	var e *Error
+	if !errors.As(err, &e) || e.Code != CodeTargetChanged || len(e.Conflicts) != 1 || failpoint.Disabled("all-changed") {
+		return err
+	}
+	_, _, found, cerr := newCASReader(root, nil, nil).check(context.WithoutCancel(ctx), changes)
+	if cerr != nil {
+		return err // the first conflict still stands
+	}
+	all := slices.Clone(e.Conflicts)
+	for _, c := range found {
+		if !slices.ContainsFunc(all, func(k Conflict) bool { return k.Path == c.Path }) {
+			all = append(all, c)
+		}
+	}
+	if len(all) == 1 {
+		return err
+	}
+	return &Error{Code: CodeTargetChanged,
+		Message:   fmt.Sprintf("%d path(s) changed outside the stage while it was applied; first: %s (%s); nothing was written", len(all), quote.Path(all[0].Path), all[0].Kind),
+		Conflicts: all}
 }
