@@ -23,6 +23,7 @@ import (
 
 	"github.com/wtx-dev/wtx/internal/failpoint"
 	"github.com/wtx-dev/wtx/internal/quote"
+	"github.com/wtx-dev/wtx/internal/tree"
 )
 
 // ProjectFileName is the project file's name at the workspace root.
@@ -57,7 +58,8 @@ type projectRaw struct {
 // LoadProject reads root/.wtx.toml. It returns nil and no error when there is no
 // such file. A file wtx cannot use (not a regular file, unreadable, not
 // TOML, an unknown key, a value of the wrong type, a backend it does not
-// know, an empty selector or one with a NUL byte) is an error with code
+// know, a selector that is not one: empty, absolute, with a NUL byte, an
+// empty, "." or ".." component, or a bad pattern) is an error with code
 // usage.project-file that names the line.
 func LoadProject(root string) (*ProjectFile, error) {
 	p := filepath.Join(root, ProjectFileName)
@@ -134,6 +136,9 @@ func ParseProject(p string, data []byte) (*ProjectFile, error) {
 			case strings.IndexByte(s, 0) >= 0:
 				return nil, projectFileError(p, projectLineOf(data, l.key), fmt.Sprintf("%s selector %s holds a NUL byte, which no name can", l.key, quote.Path(s)))
 			}
+			if _, err := tree.ParseSelector(s); err != nil {
+				return nil, projectFileError(p, selectorLineOf(data, l.key, s), l.key+" "+err.Error())
+			}
 		}
 	}
 	return f, nil
@@ -152,6 +157,23 @@ func projectLineOf(data []byte, key string) int {
 		}
 	}
 	return 0
+}
+
+// selectorLineOf returns the line that holds selector sel of key's list: the
+// first line from key's on that holds it as written (a string with escapes
+// is not found and gives key's line).
+func selectorLineOf(data []byte, key, sel string) int {
+	at := projectLineOf(data, key)
+	if at == 0 {
+		return 0
+	}
+	lines := bytes.Split(data, []byte("\n"))
+	for i := at - 1; i < len(lines); i++ {
+		if bytes.Contains(lines[i], []byte(`"`+sel+`"`)) || bytes.Contains(lines[i], []byte("'"+sel+"'")) {
+			return i + 1
+		}
+	}
+	return at
 }
 
 func projectFileError(p string, line int, msg string) *Error {
