@@ -244,13 +244,21 @@ type BeginIn struct {
 	Protect    []string `json:"protect,omitempty" jsonschema:"selectors whose changes need a person's approval at apply"`
 	ProtectB64 []string `json:"protect_b64,omitempty" jsonschema:"the protect selectors' exact bytes, base64 (instead of protect)"`
 	Backend    string   `json:"backend,omitempty" jsonschema:"auto (the default), overlay, clone or copy"`
-	At         string   `json:"at,omitempty" jsonschema:"an op id (or unique prefix): the stage's view is the workspace as it was right after that op, later ops set back in the view only"`
+	At         *string  `json:"at,omitempty" jsonschema:"an op id (or unique prefix): the stage's view is the workspace as it was right after that op, later ops set back in the view only"`
 }
 
 // BeginOut answers begin: the command line's answer.
 type BeginOut = answer.Begin
 
 func (h *handlers) begin(ctx context.Context, _ *mcp.CallToolRequest, in BeginIn) (*mcp.CallToolResult, BeginOut, error) {
+	var at string
+	if in.At != nil {
+		// Given but empty is refused, as the command line's --at '': an
+		// agent that lost the op id must not get a stage on the present.
+		if at = *in.At; at == "" {
+			return nil, BeginOut{}, h.fail("begin", "", &wtx.Error{Code: wtx.CodeUsage, Message: "at needs an op id (find it with the log tool), or leave at out for a stage on the workspace as it is"})
+		}
+	}
 	exclude, err := selectors("exclude", in.Exclude, in.ExcludeB64)
 	if err != nil {
 		return nil, BeginOut{}, h.fail("begin", "", err)
@@ -264,7 +272,7 @@ func (h *handlers) begin(ctx context.Context, _ *mcp.CallToolRequest, in BeginIn
 		return nil, BeginOut{}, h.fail("begin", "", err)
 	}
 	defer ws.Close()
-	st, err := ws.Begin(ctx, wtx.BeginOptions{Name: in.Name, Exclude: exclude, Protect: protect, Backend: in.Backend, At: in.At})
+	st, err := ws.Begin(ctx, wtx.BeginOptions{Name: in.Name, Exclude: exclude, Protect: protect, Backend: in.Backend, At: at})
 	if err != nil {
 		return nil, BeginOut{}, h.fail("begin", "", err)
 	}
