@@ -22,6 +22,9 @@ const (
 	PhaseDiff
 	// PhaseSweep: gc walks the blob store; Done counts objects, Total is 0.
 	PhaseSweep
+	// PhaseRecover: opening a workspace finishes or rolls back an apply or
+	// undo a crash interrupted; Done and Total count its steps.
+	PhaseRecover
 )
 
 // String names the phase as a progress line shows it.
@@ -39,6 +42,8 @@ func (p Phase) String() string {
 		return "comparing"
 	case PhaseSweep:
 		return "sweeping the blob store"
+	case PhaseRecover:
+		return "recovering an interrupted apply"
 	}
 	return "working"
 }

@@ -293,12 +293,25 @@ func (w *Workspace) rollForward(ctx context.Context, j *journal.Journal) (unsett
 	}
 	defer root.Close()
 	var errs []error
+	var left []journal.Record
 	for _, r := range j.Records {
 		if (r.Step.Kind == tree.StepRemove && !r.Unlink) || r.Step.Kind == tree.StepWrite || r.Step.Kind == tree.StepSymlink {
-			if err := removeTemps(root, r); err != nil {
-				errs = append(errs, fmt.Errorf("%s: %w", quote.Path(r.Step.Path), err))
-			}
+			left = append(left, r)
 		}
+	}
+	// One directory at a time: each is read, cleaned and synced once,
+	// whatever number of records it holds.
+	dirs, byDir := recordsByDir(left)
+	done := 0
+	for _, dir := range dirs {
+		if err := ctx.Err(); err != nil {
+			return "", err
+		}
+		if err := removeTemps(root, dir, byDir[dir]); err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", quote.Path(dir), err))
+		}
+		done += len(byDir[dir])
+		w.progress(PhaseRecover, done, len(left))
 		failpoint.Hit("recover:forward-cleanup")
 	}
 	if len(errs) > 0 {
@@ -362,7 +375,7 @@ func (w *Workspace) rollbackJournal(ctx context.Context, j *journal.Journal, kee
 		return nil, AsError(err)
 	}
 	defer root.Close()
-	rb := &rollbacker{w: w, root: root}
+	rb := &rollbacker{w: w, root: root, temps: newTempIndex(j.Records)}
 	// A path whose type changes is removed by one record and built again
 	// by later ones; until the removal runs it still holds its pre-image.
 	removed := map[string]int{}
@@ -383,6 +396,7 @@ func (w *Workspace) rollbackJournal(ctx context.Context, j *journal.Journal, kee
 			orig = j.Records[k].Step.Old
 		}
 		cf, err := rb.undo(r, orig)
+		w.progress(PhaseRecover, len(j.Records)-i, len(j.Records))
 		if err != nil {
 			errs = append(errs, fmt.Errorf("%s: %w", quote.Path(r.Step.Path), err))
 			continue
@@ -402,7 +416,7 @@ func (w *Workspace) rollbackJournal(ctx context.Context, j *journal.Journal, kee
 			// its temporary names goes (pre-images are in the blob store).
 			d, err := root.OpenDir(tree.Parent(r.Step.Path))
 			if err == nil {
-				err = removeTempsIn(d, r.Tmp)
+				err = rb.removeTemps(d, r.Tmp)
 				d.Close()
 			} else if gone(err) {
 				err = nil
@@ -417,15 +431,19 @@ func (w *Workspace) rollbackJournal(ctx context.Context, j *journal.Journal, kee
 	// goes. A temporary name left behind (its removal failed) or a failed
 	// sync keeps the journal, so the next recovery does it again: an fsync
 	// error is never trusted.
-	for _, r := range j.Records {
-		d, err := root.OpenDir(tree.Parent(r.Step.Path))
+	dirs, byDir := recordsByDir(j.Records)
+	for _, dir := range dirs {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		d, err := root.OpenDir(dir)
 		if err != nil {
 			if !gone(err) {
-				errs = append(errs, fmt.Errorf("%s: %w", quote.Path(tree.Parent(r.Step.Path)), err))
+				errs = append(errs, fmt.Errorf("%s: %w", quote.Path(dir), err))
 			}
 			continue // otherwise the directory was removed by the rollback
 		}
-		errs = append(errs, rb.finishDir(d, r)...)
+		errs = append(errs, rb.finishDir(d, byDir[dir])...)
 		d.Close()
 	}
 	if len(errs) > 0 {
@@ -434,38 +452,148 @@ func (w *Workspace) rollbackJournal(ctx context.Context, j *journal.Journal, kee
 	return conflicts, nil
 }
 
-// finishDir removes what r left in d under temporary names once r's path
-// is back to its pre-image, checks none is left, and syncs d.
-func (rb *rollbacker) finishDir(d *fsx.Dir, r journal.Record) []error {
+// finishDir removes what recs (the records of directory d) left in d
+// under temporary names once their paths are back to their pre-images,
+// checks none is left, and syncs d. It reads d twice, however many records
+// it holds.
+func (rb *rollbacker) finishDir(d *fsx.Dir, recs []journal.Record) []error {
 	var errs []error
+	names, err := d.ReadDir()
+	if err != nil {
+		return []error{fmt.Errorf("list %s: %w", quote.Path(d.Rel()), err)}
+	}
+	ours := map[string]bool{restorePrefix: true}
+	for _, r := range recs {
+		ours[r.Tmp] = true
+	}
+	byPrefix := rb.temps.group(names)
 	// A failed restore may leave its temporary file, and a path back to
 	// its pre-image may still have the record's: both are garbage now.
-	if err := removeTempsIn(d, tempPrefix+"restore-"); err != nil {
+	if err := removeNames(d, byPrefix[restorePrefix]); err != nil {
 		errs = append(errs, err)
 	}
-	at, err := entryIn(context.Background(), d, r.Step.Path, tree.Base(r.Step.Path), contentReader{})
-	if err != nil {
-		errs = append(errs, err)
-	} else if at.holds(r.Step.Old) {
-		if err := removeTempsIn(d, r.Tmp); err != nil {
-			errs = append(errs, err)
+	for _, r := range recs {
+		at, err := entryIn(context.Background(), d, r.Step.Path, tree.Base(r.Step.Path), contentReader{})
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", quote.Path(r.Step.Path), err))
+		} else if at.holds(r.Step.Old) {
+			if err := removeNames(d, byPrefix[r.Tmp]); err != nil {
+				errs = append(errs, err)
+			}
 		}
 	}
-	left, err := tempsWithPrefix(d, r.Tmp)
+	names, err = d.ReadDir()
 	if err != nil {
-		return append(errs, err)
+		return append(errs, fmt.Errorf("list %s: %w", quote.Path(d.Rel()), err))
 	}
-	more, err := tempsWithPrefix(d, tempPrefix+"restore-")
-	if err != nil {
-		return append(errs, err)
+	var left []string
+	for p, ns := range rb.temps.group(names) {
+		if ours[p] {
+			left = append(left, ns...)
+		}
 	}
-	if left = append(left, more...); len(left) > 0 {
+	if len(left) > 0 {
+		slices.Sort(left)
 		errs = append(errs, fmt.Errorf("temporary names left in %s: %v", quote.Path(d.Rel()), left))
 	}
 	if err := d.Sync(); err != nil {
 		errs = append(errs, err)
 	}
 	return errs
+}
+
+// recordsByDir groups recs by the directory of their path, directories in
+// the order they first appear.
+func recordsByDir(recs []journal.Record) ([]string, map[string][]journal.Record) {
+	var dirs []string
+	byDir := map[string][]journal.Record{}
+	for _, r := range recs {
+		dir := tree.Parent(r.Step.Path)
+		if _, ok := byDir[dir]; !ok {
+			dirs = append(dirs, dir)
+		}
+		byDir[dir] = append(byDir[dir], r)
+	}
+	return dirs, byDir
+}
+
+// restorePrefix starts the temporary name of a pre-image being restored.
+const restorePrefix = tempPrefix + "restore-"
+
+// tempIndex finds a journal's temporary names in the workspace. Each
+// directory is listed once, the first time a record of it asks, and its
+// temporary names are filed under the record prefix they carry (a
+// directory of 20,000 records is read once, not 20,000 times). Recovery
+// never makes a name with a record's prefix, so while it runs a name can
+// only go away: a listed name may be gone (every use of one tolerates
+// that), but none is missing. The final check of each directory
+// (finishDir) reads it afresh.
+//
+// WTX_DISABLE=recover-index (failpoint build) lists the directory again
+// for every record: the negative control of the recovery-scale test.
+type tempIndex struct {
+	prefixes map[string]bool                // every record's Tmp, and restorePrefix
+	dirs     map[string]map[string][]string // directory → prefix → names
+}
+
+func newTempIndex(recs []journal.Record) *tempIndex {
+	ti := &tempIndex{prefixes: map[string]bool{restorePrefix: true}, dirs: map[string]map[string][]string{}}
+	for _, r := range recs {
+		if r.Tmp != "" {
+			ti.prefixes[r.Tmp] = true
+		}
+	}
+	return ti
+}
+
+// prefixOf returns the record prefix name starts with, if any: the
+// shortest one ending in '-' (record prefixes end in '-' and none is
+// another's prefix).
+func (ti *tempIndex) prefixOf(name string) (string, bool) {
+	if !strings.HasPrefix(name, tempPrefix) {
+		return "", false
+	}
+	for i := len(tempPrefix); i < len(name); i++ {
+		if name[i] == '-' && ti.prefixes[name[:i+1]] {
+			return name[:i+1], true
+		}
+	}
+	return "", false
+}
+
+// group files names under the record prefixes they carry.
+func (ti *tempIndex) group(names []string) map[string][]string {
+	out := map[string][]string{}
+	for _, n := range names {
+		if p, ok := ti.prefixOf(n); ok {
+			out[p] = append(out[p], n)
+		}
+	}
+	return out
+}
+
+// of returns the names in d that carry prefix (a record's Tmp).
+func (ti *tempIndex) of(d *fsx.Dir, prefix string) ([]string, error) {
+	if failpoint.Disabled("recover-index") {
+		return tempsWithPrefix(d, prefix)
+	}
+	byPrefix, ok := ti.dirs[d.Rel()]
+	if !ok {
+		names, err := d.ReadDir()
+		if err != nil {
+			return nil, fmt.Errorf("list %s: %w", quote.Path(d.Rel()), err)
+		}
+		byPrefix = ti.group(names)
+		ti.dirs[d.Rel()] = byPrefix
+	}
+	return byPrefix[prefix], nil
+}
+
+// forget drops prefix's names in d from the index once they are gone.
+func (ti *tempIndex) forget(d *fsx.Dir, prefix string) {
+	if byPrefix, ok := ti.dirs[d.Rel()]; ok {
+		delete(byPrefix, prefix)
+	}
 }
 
 // gone reports whether err says a directory is not there (any more) or is
@@ -476,8 +604,22 @@ func gone(err error) bool {
 }
 
 type rollbacker struct {
-	w    *Workspace
-	root *fsx.Root
+	w     *Workspace
+	root  *fsx.Root
+	temps *tempIndex
+}
+
+// removeTemps unlinks the names in d that carry prefix (a record's Tmp).
+func (rb *rollbacker) removeTemps(d *fsx.Dir, prefix string) error {
+	names, err := rb.temps.of(d, prefix)
+	if err != nil {
+		return err
+	}
+	if err := removeNames(d, names); err != nil {
+		return err
+	}
+	rb.temps.forget(d, prefix)
+	return nil
 }
 
 // undo restores one record's pre-image if the path holds the post-image or
@@ -512,7 +654,7 @@ func (rb *rollbacker) undo(r journal.Record, orig *tree.Entry) (*Conflict, error
 	cur, found := at.Entry, at.found()
 	if orig != nil && found && tree.SameContent(cur, orig) {
 		if st.Kind == tree.StepWrite || st.Kind == tree.StepSymlink {
-			return nil, removeTempsIn(d, r.Tmp)
+			return nil, rb.removeTemps(d, r.Tmp)
 		}
 		return nil, nil
 	}
@@ -592,7 +734,7 @@ func (rb *rollbacker) undo(r journal.Record, orig *tree.Entry) (*Conflict, error
 		}
 		return nil, nil
 	case tree.StepWrite, tree.StepSymlink:
-		temps, err := tempsWithPrefix(d, r.Tmp)
+		temps, err := rb.temps.of(d, r.Tmp)
 		if err != nil {
 			return nil, err
 		}
@@ -643,7 +785,7 @@ func (rb *rollbacker) undo(r journal.Record, orig *tree.Entry) (*Conflict, error
 						}
 						return nil, fmt.Errorf("move the pre-image back: %w", err)
 					}
-					return nil, removeTempsIn(d, r.Tmp)
+					return nil, rb.removeTemps(d, r.Tmp)
 				}
 			}
 		}
@@ -705,20 +847,12 @@ func removeNames(d *fsx.Dir, names []string) error {
 	return errors.Join(errs...)
 }
 
-// removeTempsIn unlinks every entry of d whose name starts with prefix.
-func removeTempsIn(d *fsx.Dir, prefix string) error {
-	names, err := tempsWithPrefix(d, prefix)
-	if err != nil {
-		return err
-	}
-	return removeNames(d, names)
-}
-
-// removeTemps deletes what a committed record left under its temporary
-// names: moved-aside pre-images and unused temporary files. It fails if
-// any is left or the directory cannot be synced.
-func removeTemps(root *fsx.Root, r journal.Record) error {
-	d, err := root.OpenDir(tree.Parent(r.Step.Path))
+// removeTemps deletes what the committed records recs, all of directory
+// dir, left under their temporary names: moved-aside pre-images and unused
+// temporary files. It reads the directory once to find them and once to
+// check none is left, and syncs it.
+func removeTemps(root *fsx.Root, dir string, recs []journal.Record) error {
+	d, err := root.OpenDir(dir)
 	if err != nil {
 		if gone(err) {
 			return nil // the directory is gone, and its temporary names with it
@@ -726,12 +860,27 @@ func removeTemps(root *fsx.Root, r journal.Record) error {
 		return err
 	}
 	defer d.Close()
-	names, err := tempsWithPrefix(d, r.Tmp)
+	ti := newTempIndex(recs)
+	delete(ti.prefixes, restorePrefix) // not a record's: a roll forward leaves those alone
+	find := func() ([]string, error) {
+		names, err := d.ReadDir()
+		if err != nil {
+			return nil, fmt.Errorf("list %s: %w", quote.Path(d.Rel()), err)
+		}
+		var ours []string
+		for _, n := range names {
+			if _, ok := ti.prefixOf(n); ok {
+				ours = append(ours, n)
+			}
+		}
+		return ours, nil
+	}
+	names, err := find()
 	if err != nil || len(names) == 0 {
 		return err
 	}
 	rmErr := removeNames(d, names)
-	left, err := tempsWithPrefix(d, r.Tmp)
+	left, err := find()
 	if err != nil {
 		return errors.Join(rmErr, err)
 	}

@@ -239,8 +239,12 @@ func (g *globals) open(ctx context.Context) (*wtx.Workspace, error) {
 	// Without -C, the current directory is where the user stands: the
 	// workspace is found from it, as git finds the repository. -C names
 	// the workspace itself.
+	// Opening recovers an apply or undo a crash interrupted, which takes
+	// as long as the op did: it gets a progress line like the op's own.
+	work := g.longWork("opening the workspace")
 	ws, err := wtx.Open(ctx, dir, wtx.Options{StateDir: sd, Home: g.home(), NoRecover: g.noRecover, Progress: g.meter.report, Discover: g.dir == "",
 		InStage: wtx.InStage{Tx: g.getenv("WTX_TX"), Workspace: g.getenv("WTX_WORKSPACE")}})
+	work.end()
 	if err != nil {
 		return nil, err
 	}

@@ -9,6 +9,8 @@
 //	                         sleep DUR at every hit of the point name (to
 //	                         widen a window a concurrent process must not
 //	                         slip into)
+//	WTX_TALLY=FILE           append one line per counted operation (Tally)
+//	                         to FILE, without making it a crash point
 //	WTX_FAILPOINT_ACTION=shutdown:DIR
 //	                         before crashing, shut down DIR's filesystem
 //	                         without a log flush (Linux; a power-cut stand-in)

@@ -11,3 +11,7 @@ func Hit(name string) {}
 // Disabled reports whether a protection is switched off for a negative
 // control; never in an ordinary build.
 func Disabled(protection string) bool { return false }
+
+// Tally counts an operation for a test of how much work a command does; it
+// does nothing in an ordinary build.
+func Tally(name string) {}

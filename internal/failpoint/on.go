@@ -74,3 +74,19 @@ func Disabled(protection string) bool {
 	}
 	return false
 }
+
+// Tally appends name to the file WTX_TALLY names, if set: a test counts
+// how often a command does an operation (a directory read) without
+// making it a crash point (WTX_FAILPOINT=N numbers stay as they are).
+func Tally(name string) {
+	f := os.Getenv("WTX_TALLY")
+	if f == "" {
+		return
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if out, err := os.OpenFile(f, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600); err == nil {
+		fmt.Fprintln(out, name)
+		_ = out.Close() // a count for a test; a lost line shows as a lower count
+	}
+}

@@ -11,6 +11,8 @@ import (
 	"strconv"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/wtx-dev/wtx/internal/failpoint"
 )
 
 // Dir is an open directory handle beneath a [Root]. Every method takes a single
@@ -89,6 +91,7 @@ func (d *Dir) Readlink(name string) (string, error) {
 // ReadDir returns the names in the directory, sorted bytewise, without "." and
 // "..".
 func (d *Dir) ReadDir() ([]string, error) {
+	failpoint.Tally("readdir")
 	// A fresh open file description, so the offset of d is never shared.
 	fd, err := openAt(d.fd, ".", unix.O_RDONLY|unix.O_DIRECTORY, 0)
 	if err != nil {

@@ -1,0 +1,122 @@
+package crash
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// recoverFiles is the size of the interrupted op of the recovery-scale
+// test: large enough that reading the directory once per record (n reads
+// of n entries) stands far above the bound, small enough to stay quick.
+const recoverFiles = 1000
+
+// recoverReadBound is how many directory reads a recovery of an op whose
+// paths share one directory may make: a few per directory, never one per
+// record.
+const recoverReadBound = 20
+
+// TestRecoveryReadsEachDirectoryOnce kills an undo of recoverFiles
+// modified files in one directory (mid-way through its steps, and once
+// past its commit), and counts the directory reads (WTX_TALLY) of the next
+// command's recovery: a handful, not one per file. A recovery killed
+// half-way starts again within the same bound and finishes the rollback.
+// The negative control WTX_DISABLE=recover-index (a directory listing per
+// record, as recovery once did) must exceed the bound.
+func TestRecoveryReadsEachDirectoryOnce(t *testing.T) {
+	f := newFixedFixture(t, func(ws string) {
+		for i := range recoverFiles {
+			mustDo(t, os.WriteFile(filepath.Join(ws, fmt.Sprintf("f%05d", i)), []byte("old\n"), 0o644))
+		}
+	}, "for f in f*; do echo new > \"$f\"; done\n")
+	op := applied(t, f)
+	f.save()
+	names, r := f.points(nil, "undo", op)
+	if r.code != 0 || f.snapshot() != f.before {
+		t.Fatalf("uncrashed undo: %v", r)
+	}
+	// nth returns the point number of the n-th hit of name.
+	nth := func(names []string, name string, n int) int {
+		for k, got := range names {
+			if got == name {
+				if n--; n == 0 {
+					return k + 1
+				}
+			}
+		}
+		t.Fatalf("fewer than the wanted hits of %s in %d points", name, len(names))
+		return 0
+	}
+	reads := func(label string, env []string, want string) (int, []string) {
+		t.Helper()
+		tally := filepath.Join(f.dir, "tally")
+		_ = os.Remove(tally) // absent the first time
+		cnt := filepath.Join(f.dir, "count")
+		_ = os.Remove(cnt) // absent the first time
+		r := f.wtx(append(env, "WTX_TALLY="+tally, "WTX_FAILPOINT_COUNT="+cnt), "log")
+		if r.code != 0 {
+			t.Fatalf("%s: recovery: %v", label, r)
+		}
+		if v := f.settled(label, want); len(v) > 0 {
+			t.Fatalf("%s", strings.Join(v, "\n"))
+		}
+		data, err := os.ReadFile(tally)
+		if err != nil && !os.IsNotExist(err) {
+			t.Fatal(err)
+		}
+		pts, err := os.ReadFile(cnt)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var hits []string
+		for _, line := range strings.Split(strings.TrimSpace(string(pts)), "\n") {
+			if _, name, ok := strings.Cut(line, " "); ok {
+				hits = append(hits, name)
+			}
+		}
+		return strings.Count(string(data), "readdir\n"), hits
+	}
+
+	// Killed once committed: recovery rolls the undo forward.
+	f.restore()
+	if r := f.wtx(fp(nth(names, "apply:cleanup", 1)), "undo", op); !r.killed {
+		t.Fatalf("undo was not killed at its first cleanup: %v", r)
+	}
+	if n, _ := reads("roll forward", nil, f.before); n > recoverReadBound {
+		t.Errorf("rolling forward an undo of %d files read the directory %d times (bound %d)", recoverFiles, n, recoverReadBound)
+	}
+
+	// Killed half-way through its steps: recovery rolls the undo back.
+	f.restore()
+	if r := f.wtx(fp(nth(names, "apply:step", recoverFiles/2)), "undo", op); !r.killed {
+		t.Fatalf("undo was not killed half-way: %v", r)
+	}
+	f.save()
+	n, hits := reads("roll back", nil, f.after)
+	if n > recoverReadBound {
+		t.Errorf("rolling back an undo of %d files read the directory %d times (bound %d)", recoverFiles, n, recoverReadBound)
+	}
+	t.Logf("rollback of an undo killed half-way through %d files: %d directory reads", recoverFiles, n)
+
+	// The recovery itself killed half-way: the next one starts again
+	// within the same bound and finishes.
+	f.restore()
+	undone := strings.Count(strings.Join(hits, "\n"), "recover:undone")
+	if undone < recoverFiles/2 {
+		t.Fatalf("recovery hit recover:undone %d times, want at least %d", undone, recoverFiles/2)
+	}
+	if r := f.wtx(fp(nth(hits, "recover:undone", undone/2)), "log"); !r.killed {
+		t.Fatalf("recovery was not killed half-way: %v", r)
+	}
+	if n, _ := reads("roll back after a killed recovery", nil, f.after); n > recoverReadBound {
+		t.Errorf("a restarted recovery read the directory %d times (bound %d)", n, recoverReadBound)
+	}
+
+	// Negative control: a listing per record exceeds the bound.
+	f.restore()
+	if n, _ := reads("roll back, recover-index disabled", []string{"WTX_DISABLE=recover-index"}, f.after); n <= recoverReadBound {
+		t.Errorf("negative control: with recover-index disabled the rollback read the directory only %d times: the count does not see a listing per record", n)
+	}
+}
