@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -25,8 +26,12 @@ import (
 type gcOutcome struct {
 	cycles, applies, undos, crashes, recoveries int
 	gcRuns                                      int64
-	failures                                    []string
-	lost                                        []string // pre- or post-images of recorded ops gone or damaged
+	// windowGCs counts the gc runs of A that finished while B's apply was
+	// held in the window where its blobs are in the store and nothing
+	// names them yet; with the store lock there can be none.
+	windowGCs int
+	failures  []string
+	lost      []string // pre- or post-images of recorded ops gone or damaged
 }
 
 // gcScript is cycle i's change: it rewrites a, grows b, and either makes
@@ -89,6 +94,15 @@ func scratchDir(t testing.TB) string {
 // image before or after the change; at the end every pre- and post-image
 // of every recorded op of B must be in the store, intact. stop, when set,
 // ends the run at the first failure.
+//
+// One apply does not leave the race to chance. The contents of a run's
+// apply are named by the stage before the apply stores them (its base
+// manifest and the run's kept contents), but an apply of some hunks of a
+// file writes a content nothing names until its journal is written. That
+// apply is held (windowHold) right before its journal is written, its blobs
+// stored, and a gc of A runs inside the hold: the store lock makes that gc
+// wait until B is done; without it gc sweeps the content and the apply
+// cannot write it.
 func gcStress(t *testing.T, env []string, cycles int, stop bool) gcOutcome {
 	root := scratchDir(t)
 	bin := wtxtest.Binary(t, true)
@@ -102,6 +116,9 @@ func gcStress(t *testing.T, env []string, cycles int, stop bool) gcOutcome {
 		if err := os.WriteFile(filepath.Join(dir, "a"), []byte("base\n"), 0o644); err != nil {
 			t.Fatal(err)
 		}
+	}
+	if err := os.WriteFile(filepath.Join(b.ws, "h"), []byte(hunkLines()), 0o644); err != nil {
+		t.Fatal(err)
 	}
 	var o gcOutcome
 	var mu sync.Mutex
@@ -158,7 +175,42 @@ func gcStress(t *testing.T, env []string, cycles int, stop bool) gcOutcome {
 				fail("recover after %v was killed: exit %d: %s %s", args, rr.code, rr.stdout, rr.stderr)
 			}
 		} else if r.code != 0 {
-			fail("%v: exit %d: %s %s", args, r.code, r.stdout, r.stderr)
+			fail("cycle %d: %v: exit %d: %s %s", o.cycles-1, args, r.code, r.stdout, r.stderr)
+		}
+		return r
+	}
+	// applyInWindow runs an apply of B (args) held in the window and runs
+	// a gc of A once B is in it.
+	applyInWindow := func(args ...string) result {
+		trace := filepath.Join(root, "window-trace")
+		extra := []string{"WTX_FAILPOINT_PAUSE=apply:before-journal:" + windowHold.String(), "WTX_FAILPOINT_COUNT=" + trace}
+		done := make(chan result, 1)
+		go func() { done <- b.wtx(t, extra, args...) }()
+		last := func() string {
+			data, _ := os.ReadFile(trace) // not there yet: B has hit no failpoint
+			lines := strings.Fields(string(data))
+			if len(lines) == 0 {
+				return ""
+			}
+			return lines[len(lines)-1]
+		}
+		for last() != "apply:before-journal" {
+			select {
+			case r := <-done:
+				fail("%v in B ended before its journal was written: exit %d: %s %s", args, r.code, r.stdout, r.stderr)
+				return r
+			case <-time.After(5 * time.Millisecond):
+			}
+		}
+		if r := a.wtx(t, nil, "gc", "--older-than", "0"); r.code != 0 {
+			fail("gc in A during B's %v: exit %d: %s", args, r.code, r.stderr)
+		}
+		if last() == "apply:before-journal" && len(done) == 0 {
+			o.windowGCs++
+		}
+		r := <-done
+		if r.code != 0 {
+			fail("%v in B, with a gc of A run in its window: exit %d: %s %s", args, r.code, r.stdout, r.stderr)
 		}
 		return r
 	}
@@ -221,11 +273,41 @@ func gcStress(t *testing.T, env []string, cycles int, stop bool) gcOutcome {
 			fail("cycle %d: after undo and recovery B is neither before nor after it:\n%s", i, got)
 		}
 	}
+	// Last, the held apply takes one of two hunks of h: the content it
+	// writes is new (neither the stage's base nor what its run kept).
+	if tx, r := b.stage(t, hunkScript); tx == "" {
+		t.Fatalf("workspace B: run: %v", r)
+	} else if r := applyInWindow("--json", "apply", tx, "--path", "h", "--hunks", "1"); r.code == 0 {
+		if data, err := os.ReadFile(filepath.Join(b.ws, "h")); err != nil || string(data) != hunkLines(1) {
+			fail("apply of h's first hunk wrote %q (%v), want %q", data, err, hunkLines(1))
+		}
+	}
 	close(done)
 	wg.Wait()
 	o.lost = lostImages(t, b, state)
 	return o
 }
+
+// hunkScript rewrites the first and the last of h's twenty lines: two
+// hunks.
+const hunkScript = `i=1; while [ $i -le 20 ]; do if [ $i = 1 ] || [ $i = 20 ]; then echo "LINE $i"; else echo "line $i"; fi; i=$((i+1)); done > h`
+
+// hunkLines is h with the lines upper listed in capitals.
+func hunkLines(upper ...int) string {
+	var sb strings.Builder
+	for i := 1; i <= 20; i++ {
+		if slices.Contains(upper, i) {
+			fmt.Fprintf(&sb, "LINE %d\n", i)
+		} else {
+			fmt.Fprintf(&sb, "line %d\n", i)
+		}
+	}
+	return sb.String()
+}
+
+// windowHold is how long the first apply is held in its window: long
+// enough for a gc run, started once the apply is in it, to finish inside.
+const windowHold = 3 * time.Second
 
 func env0(bin, ws, state string, extra []string) env {
 	return env{bin: bin, ws: ws, state: state, extra: extra}
@@ -306,6 +388,9 @@ func TestI_003_GCSeesEveryWorkspace(t *testing.T) {
 	if o.gcRuns < 10 {
 		t.Errorf("gc ran only %d times", o.gcRuns)
 	}
+	if o.windowGCs != 0 {
+		t.Errorf("a gc of A finished while B's apply held blobs that nothing names yet: the store lock did not make it wait")
+	}
 	for i, f := range append(o.failures, o.lost...) {
 		if i == 5 {
 			t.Errorf("... and %d more", len(o.failures)+len(o.lost)-5)
@@ -319,8 +404,11 @@ func TestI_003_GCSeesEveryWorkspace(t *testing.T) {
 // store lock switched off: gc must then take something B needs.
 func TestI_003_GCStressNegativeControl(t *testing.T) {
 	o := gcStress(t, []string{"WTX_DISABLE=store-lock"}, 30, true)
-	t.Logf("negative control (store lock off): %d cycles against %d gc runs: %d failures, %d lost images",
-		o.cycles, o.gcRuns, len(o.failures), len(o.lost))
+	t.Logf("negative control (store lock off): %d cycles against %d gc runs (%d inside the apply's window): %d failures, %d lost images",
+		o.cycles, o.gcRuns, o.windowGCs, len(o.failures), len(o.lost))
+	if o.windowGCs == 0 {
+		t.Fatalf("no gc of A finished while B's apply was held in its window (%v): the control proves nothing", windowHold)
+	}
 	if len(o.failures)+len(o.lost) == 0 {
 		t.Fatal("with the blob store lock off the stress found nothing wrong: it cannot detect gc sweeping in-flight blobs")
 	}
