@@ -111,7 +111,9 @@ func applied(t *testing.T, f *fixture) string {
 
 // TestTX_007_UndoRestoresEveryPath: undo of an apply restores every path
 // it wrote (contents, deletions, type changes, symlinks, modes) to the
-// before-image, and undo of that undo brings the after-image back.
+// before-image, undo of that undo brings the after-image back and makes the
+// op live again, so undo of the op restores the before-image once more and
+// is then refused.
 func TestTX_007_UndoRestoresEveryPath(t *testing.T) {
 	for _, f := range promiseFixtures(t) {
 		op := applied(t, f)
@@ -127,6 +129,14 @@ func TestTX_007_UndoRestoresEveryPath(t *testing.T) {
 			t.Fatalf("undo of the undo %s: %v", undoOp, r)
 		}
 		if v := f.settled("after undo of the undo", f.after); len(v) > 0 {
+			t.Fatalf("%s\nscript:\n%s", strings.Join(v, "\n"), f.script)
+		}
+		// Its undo undone, the op is live again: undo takes it back once
+		// more, and then it is undone and a further undo is refused.
+		if r := f.wtx(nil, "undo", op); r.code != 0 {
+			t.Fatalf("undo of an op whose undo was undone: %v", r)
+		}
+		if v := f.settled("after undoing the op again", f.before); len(v) > 0 {
 			t.Fatalf("%s\nscript:\n%s", strings.Join(v, "\n"), f.script)
 		}
 		if r := f.wtx(nil, "undo", op); r.code == 0 {
