@@ -18,8 +18,8 @@ const (
 	// FoundGiven: the directory given is the workspace (Options.Discover off).
 	FoundGiven Found = iota
 	// FoundKnown: the nearest directory at or above the one given that the
-	// state root knows as a workspace with open stages, nearer than any
-	// repository root or project file.
+	// state root knows as a workspace (it has stages or ops), nearer than
+	// any repository root or project file.
 	FoundKnown
 	// FoundGitRoot: the nearest directory at or above the one given that
 	// holds a .git entry.
@@ -58,15 +58,16 @@ func (w *Workspace) From() string { return w.from }
 // discover finds the workspace for a command started in dir (canonical,
 // already checked), the way git finds its repository: walking up from dir,
 // the nearest boundary wins. A directory is a boundary when the state root
-// knows it as a workspace with open stages, when it holds a .git entry (a
-// repository's directory, or the file of a worktree or submodule), or when
-// it holds a project file. So a repository or project below a workspace is
-// its own workspace, and a workspace whose stages are all settled captures
-// nothing. With no boundary, dir itself. The directory found passes the
+// knows it as a workspace (it has stages, open or settled, or ops), when it
+// holds a .git entry (a repository's directory, or the file of a worktree
+// or submodule), or when it holds a project file. So a repository or
+// project below a workspace is its own workspace, and a plain directory
+// below a workspace finds it even when its stages are all settled, so that
+// log and undo reach its ops. With no boundary, dir itself. The directory found passes the
 // same checks as one given; a repository or project root wtx may not use
 // (the home directory, one that holds the state root) leaves dir as it was.
 func discover(ctx context.Context, db *state.DB, dir, stateDir string, opts Options) (string, Found, error) {
-	known, err := db.PathsWithOpenStages(ctx)
+	known, err := db.PathsWithHistory(ctx)
 	if err != nil {
 		return "", 0, stateDBError(stateDir, err)
 	}
@@ -75,8 +76,8 @@ func discover(ctx context.Context, db *state.DB, dir, stateDir string, opts Opti
 		set[p] = true
 	}
 	if failpoint.Disabled("discover-nearest") {
-		// The protection off: a workspace with open stages at or above dir
-		// wins over every nearer root, as before.
+		// The protection off: a known workspace at or above dir wins over
+		// every nearer root.
 		for d := dir; d != filepath.Dir(d); d = filepath.Dir(d) {
 			if set[d] {
 				return d, FoundKnown, nil

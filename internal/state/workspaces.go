@@ -29,22 +29,22 @@ func (q *queries) ListWorkspaces(ctx context.Context) ([]Workspace, error) {
 	return list, nil
 }
 
-// PathsWithOpenStages returns every path through which a workspace that
-// has at least one open stage was opened: the directories a command run
-// below them may find as its workspace. A workspace whose stages are all
-// settled (applied or dropped) captures nothing.
-func (q *queries) PathsWithOpenStages(ctx context.Context) ([]string, error) {
-	rows, err := q.q.QueryContext(ctx, `SELECT path FROM workspaces w WHERE EXISTS (SELECT 1 FROM stages s WHERE s.workspace_id = w.id AND s.state = 'open')
-		UNION SELECT p.path FROM workspace_paths p WHERE EXISTS (SELECT 1 FROM stages s WHERE s.workspace_id = p.workspace_id AND s.state = 'open')`)
+// PathsWithHistory returns every path through which a workspace that has
+// a stage (open or settled) or an op was opened: the directories a command
+// run below them may find as its workspace, so that log and undo find the
+// ops of a workspace whose stages are all settled.
+func (q *queries) PathsWithHistory(ctx context.Context) ([]string, error) {
+	rows, err := q.q.QueryContext(ctx, `SELECT path FROM workspaces w WHERE EXISTS (SELECT 1 FROM stages s WHERE s.workspace_id = w.id) OR EXISTS (SELECT 1 FROM ops o WHERE o.workspace_id = w.id)
+		UNION SELECT p.path FROM workspace_paths p WHERE EXISTS (SELECT 1 FROM stages s WHERE s.workspace_id = p.workspace_id) OR EXISTS (SELECT 1 FROM ops o WHERE o.workspace_id = p.workspace_id)`)
 	if err != nil {
-		return nil, fmt.Errorf("workspaces with open stages: %w", classify(err))
+		return nil, fmt.Errorf("workspaces with history: %w", classify(err))
 	}
 	list, err := collect(rows, func(r rowScanner) (string, error) {
 		var p string
 		return p, r.Scan(&p)
 	})
 	if err != nil {
-		return nil, fmt.Errorf("workspaces with open stages: %w", err)
+		return nil, fmt.Errorf("workspaces with history: %w", err)
 	}
 	return list, nil
 }
