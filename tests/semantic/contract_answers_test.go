@@ -70,9 +70,25 @@ func answerOf(t *testing.T, r wtxResult) map[string]any {
 }
 
 // golden checks the answer's shape against testdata/answers/NAME.shape.
+// optionalShape lists members an answer carries only when their value is
+// known: a conflict's base digest is known when the stage hashed the path
+// before it drifted (a lazy view hashes only what it must, and a racily
+// clean stat tuple makes it hash), so its presence depends on timing.
+var optionalShape = map[string]bool{".error.conflicts[].base string": true}
+
+func withoutOptional(shape string) string {
+	var b strings.Builder
+	for _, line := range strings.SplitAfter(shape, "\n") {
+		if !optionalShape[strings.TrimSuffix(line, "\n")] {
+			b.WriteString(line)
+		}
+	}
+	return b.String()
+}
+
 func golden(t *testing.T, name string, ans map[string]any) {
 	t.Helper()
-	got := shapeOf(ans)
+	got := withoutOptional(shapeOf(ans))
 	p := filepath.Join("testdata", "answers", name+".shape")
 	if *updateGolden {
 		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
@@ -87,7 +103,7 @@ func golden(t *testing.T, name string, ans map[string]any) {
 	if err != nil {
 		t.Fatalf("%s: no golden shape (run with -update): %v", name, err)
 	}
-	if got != string(want) {
+	if got != withoutOptional(string(want)) {
 		t.Errorf("%s: the answer's shape changed:\n--- want\n%s--- got\n%s", name, want, got)
 	}
 }
