@@ -54,6 +54,10 @@ type globals struct {
 	// finished names the op a command completed; an interrupt that came
 	// too late to stop it is then reported as such (see Run).
 	finished string
+	// opened: the workspace was opened and any recovery of an earlier
+	// interrupted apply it ran had finished (wtx recover clears it while
+	// it recovers).
+	opened bool
 
 	// exitCode, when set by a command, is the process exit status even
 	// without an error (wtx run passes CMD's status through).
@@ -98,6 +102,12 @@ func Run(ctx context.Context, args []string, streams Streams, getenv func(string
 	signalled := ctx.Err() != nil
 	if err != nil {
 		if signalled && errors.Is(err, context.Canceled) {
+			if !g.opened && g.meter.recovered.Load() {
+				// Stopped while opening the workspace finished an earlier
+				// interrupted apply: its journal stays, and the workspace
+				// may be part-way back until the next command finishes it.
+				return g.interrupted(name, "interrupted while recovering an earlier interrupted apply; its journal is kept and the next wtx command finishes the recovery")
+			}
 			// Stopped before its commit point: every command undoes what
 			// it did to the workspace before it returns such an error.
 			return g.interrupted(name, "interrupted; the workspace is unchanged")
@@ -248,6 +258,7 @@ func (g *globals) open(ctx context.Context) (*wtx.Workspace, error) {
 	if err != nil {
 		return nil, err
 	}
+	g.opened = true
 	if r := ws.Recovered(); r != nil {
 		for _, op := range r.RolledBack {
 			g.notice("wtx: an apply (%s) was interrupted; rolled it back: the workspace is as it was before it", op)

@@ -227,10 +227,12 @@ set aside the same way, and reported.`,
 				fmt.Fprintf(g.io.Out, "set the journal of %s aside: %s\n", setAside, dst)
 				return nil
 			}
+			g.opened = false // an interrupt now may stop a recovery part-way
 			res, err := ws.Recover(ctx, rollback)
 			if err != nil {
 				return err
 			}
+			g.opened = true
 			if g.json {
 				return g.emit("recover", answer.Recover{Recover: res})
 			}

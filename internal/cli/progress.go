@@ -24,9 +24,15 @@ const (
 // which it writes from any goroutine.
 type meter struct {
 	phase, done, total atomic.Int64
+	// recovered: opening the workspace reported recovery work (an earlier
+	// apply's journal being finished or rolled back).
+	recovered atomic.Bool
 }
 
 func (m *meter) report(p wtx.Progress) {
+	if p.Phase == wtx.PhaseRecover {
+		m.recovered.Store(true)
+	}
 	m.phase.Store(int64(p.Phase))
 	m.done.Store(int64(p.Done))
 	m.total.Store(int64(p.Total))

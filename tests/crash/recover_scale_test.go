@@ -1,11 +1,16 @@
 package crash
 
 import (
+	"bytes"
+	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 )
 
 // recoverFiles is the size of the interrupted op of the recovery-scale
@@ -118,5 +123,78 @@ func TestRecoveryReadsEachDirectoryOnce(t *testing.T) {
 	f.restore()
 	if n, _ := reads("roll back, recover-index disabled", []string{"WTX_DISABLE=recover-index"}, f.after); n <= recoverReadBound {
 		t.Errorf("negative control: with recover-index disabled the rollback read the directory only %d times: the count does not see a listing per record", n)
+	}
+}
+
+// TestInterruptedRecoveryKeepsItsJournal interrupts (SIGINT) a command
+// while opening the workspace rolls back an undo a crash cut short: wtx
+// exits 130 saying the recovery was interrupted and will be finished — not
+// that the workspace is unchanged, which is untrue part-way through a
+// rollback — and the next command finishes it: the workspace ends wholly
+// as it was before the undo.
+func TestInterruptedRecoveryKeepsItsJournal(t *testing.T) {
+	f := newFixedFixture(t, func(ws string) {
+		for i := range recoverFiles {
+			mustDo(t, os.WriteFile(filepath.Join(ws, fmt.Sprintf("f%05d", i)), []byte("old\n"), 0o644))
+		}
+	}, "for f in f*; do echo new > \"$f\"; done\n")
+	op := applied(t, f)
+	f.save()
+	names, r := f.points(nil, "undo", op)
+	if r.code != 0 || f.snapshot() != f.before {
+		t.Fatalf("uncrashed undo: %v", r)
+	}
+	f.restore()
+	k := 0
+	for i, n := range names {
+		if n == "apply:step" {
+			if k++; k == recoverFiles/2 {
+				k = i + 1
+				break
+			}
+		}
+	}
+	if r := f.wtx(fp(k), "undo", op); !r.killed {
+		t.Fatalf("undo was not killed half-way: %v", r)
+	}
+
+	cnt := filepath.Join(f.dir, "count")
+	_ = os.Remove(cnt) // left by points
+	cmd := exec.Command(f.bin, "-C", f.ws, "log")
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "WTX_") {
+			cmd.Env = append(cmd.Env, kv)
+		}
+	}
+	cmd.Env = append(cmd.Env, "WTX_STATE_DIR="+f.st, "WTX_FAILPOINT_COUNT="+cnt, "WTX_FAILPOINT_PAUSE=recover:undone:20ms")
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	mustDo(t, cmd.Start())
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		data, _ := os.ReadFile(cnt) // absent until the first point
+		if strings.Count(string(data), "recover:undone") >= 3 {
+			break
+		}
+		if time.Now().After(deadline) {
+			_ = cmd.Process.Kill() // the test has failed; do not leave it running
+			t.Fatalf("recovery did not start: %s", stderr.String())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	mustDo(t, cmd.Process.Signal(syscall.SIGINT))
+	err := cmd.Wait()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != 130 {
+		t.Fatalf("interrupted recovery: %v, want exit 130; stderr %q", err, stderr.String())
+	}
+	if msg := stderr.String(); !strings.Contains(msg, "interrupted while recovering an earlier interrupted apply") || strings.Contains(msg, "workspace is unchanged") {
+		t.Fatalf("interrupted recovery said %q", msg)
+	}
+	if r := f.wtx(nil, "log"); r.code != 0 {
+		t.Fatalf("recovery after the interrupt: %v", r)
+	}
+	if v := f.settled("after the interrupted recovery was finished", f.after); len(v) > 0 {
+		t.Fatal(strings.Join(v, "\n"))
 	}
 }
