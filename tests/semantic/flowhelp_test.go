@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -28,6 +29,18 @@ type flowEnv struct {
 func newFlowEnv(t *testing.T, failpoints bool, env ...string) *flowEnv {
 	t.Helper()
 	root := t.TempDir()
+	// A wtx killed while it probed for overlay support leaves the probe's
+	// overlay work directory, which the kernel makes mode 0: open it up so
+	// that the temporary directory can be removed (this runs before
+	// TempDir's own cleanup).
+	t.Cleanup(func() {
+		_ = filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+			if err == nil && d.IsDir() {
+				_ = os.Chmod(p, 0o700) // best effort: RemoveAll reports what stays
+			}
+			return nil
+		})
+	})
 	e := &flowEnv{t: t, bin: wtxtest.Binary(t, failpoints), ws: filepath.Join(root, "ws"), state: filepath.Join(root, "state"),
 		outside: filepath.Join(root, "outside")}
 	for _, d := range []string{e.ws, e.state, e.outside} {
