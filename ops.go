@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/wtx-dev/wtx/internal/blob"
+	"github.com/wtx-dev/wtx/internal/state"
 	"github.com/wtx-dev/wtx/internal/textdiff"
 	"github.com/wtx-dev/wtx/internal/tree"
 )
@@ -17,6 +18,13 @@ func (w *Workspace) Ops(ctx context.Context) ([]*Op, error) {
 	if err != nil {
 		return nil, AsError(err)
 	}
+	return w.opsOf(rows)
+}
+
+// opsOf decodes rows, oldest first, and works out which of their paths
+// their undos took back. rows must hold every undo of each op they hold
+// (and so on down the chain): an op's state depends on those alone.
+func (w *Workspace) opsOf(rows []state.Op) ([]*Op, error) {
 	var out []*Op
 	byID := map[string]*Op{}
 	for _, r := range rows {
@@ -127,32 +135,80 @@ func undoSelection(op *Op, paths, exclude []string) []tree.Change {
 	return excludeChanges(tree.Select(op.inverse(), sels), excl)
 }
 
-// Op finds an op by id or unique prefix.
+// Op finds an op by id or unique prefix. Only the op and the chain of its
+// undos are read: the cost does not grow with the workspace's history.
 func (w *Workspace) Op(ctx context.Context, ref string) (*Op, error) {
-	ops, err := w.Ops(ctx)
+	op, _, err := w.findOp(ctx, ref)
+	return op, err
+}
+
+// findOp is Op, with the list of every op's links it was found among: the
+// same list later means the same answer.
+func (w *Workspace) findOp(ctx context.Context, ref string) (*Op, []state.OpLink, error) {
+	links, err := w.db.ListOpLinks(ctx, w.id)
 	if err != nil {
-		return nil, err
+		return nil, nil, AsError(err)
 	}
-	var found []*Op
-	for _, op := range ops {
-		if op.ID == ref {
-			return op, nil
+	op, err := w.opAmong(ctx, ref, links)
+	return op, links, err
+}
+
+// opAmong finds op ref among links and reads it and the chain of its undos.
+func (w *Workspace) opAmong(ctx context.Context, ref string, links []state.OpLink) (*Op, error) {
+	var found []string
+	for _, l := range links {
+		if l.ID == ref {
+			found = []string{l.ID}
+			break
 		}
-		if ref != "" && strings.HasPrefix(op.ID, ref) {
-			found = append(found, op)
+		if ref != "" && strings.HasPrefix(l.ID, ref) {
+			found = append(found, l.ID)
 		}
 	}
 	switch len(found) {
 	case 0:
 		return nil, errorf(CodeOpNotFound, "no op %q in workspace %s (see 'wtx log')", ref, w.path)
 	case 1:
-		return found[0], nil
+	default:
+		return nil, errorf(CodeAmbiguousStage, "%q matches several ops: %s", ref, strings.Join(found, ", "))
 	}
-	ids := make([]string, len(found))
-	for i, op := range found {
-		ids[i] = op.ID
+	// The op and every op whose undo chain leads to it, oldest first.
+	undoneBy := map[string][]string{}
+	for _, l := range links {
+		if l.Undoes != "" {
+			undoneBy[l.Undoes] = append(undoneBy[l.Undoes], l.ID)
+		}
 	}
-	return nil, errorf(CodeAmbiguousStage, "%q matches several ops: %s", ref, strings.Join(ids, ", "))
+	need := map[string]bool{found[0]: true}
+	for queue := []string{found[0]}; len(queue) > 0; queue = queue[1:] {
+		for _, u := range undoneBy[queue[0]] {
+			if !need[u] {
+				need[u] = true
+				queue = append(queue, u)
+			}
+		}
+	}
+	var rows []state.Op
+	for _, l := range links {
+		if !need[l.ID] {
+			continue
+		}
+		row, err := w.db.GetOp(ctx, l.ID)
+		if err != nil {
+			return nil, AsError(err)
+		}
+		rows = append(rows, row)
+	}
+	ops, err := w.opsOf(rows)
+	if err != nil {
+		return nil, err
+	}
+	for _, op := range ops {
+		if op.ID == found[0] {
+			return op, nil
+		}
+	}
+	return nil, errorf(CodeOpNotFound, "no op %q in workspace %s (see 'wtx log')", ref, w.path)
 }
 
 // WriteDiff renders the op as a git-style diff from what it replaced to what

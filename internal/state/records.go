@@ -406,6 +406,31 @@ func (q *queries) ListOps(ctx context.Context, workspaceID string) ([]Op, error)
 	return list, nil
 }
 
+// OpLink is an op's id and the op it undoes ("" for an apply).
+type OpLink struct {
+	ID, Undoes string
+}
+
+// ListOpLinks returns the id of each of the workspace's ops and the op it
+// undoes, oldest first as [queries.ListOps], without reading the ops'
+// bodies into Go: what finding one op among many needs.
+func (q *queries) ListOpLinks(ctx context.Context, workspaceID string) ([]OpLink, error) {
+	rows, err := q.q.QueryContext(ctx,
+		"SELECT id, COALESCE(json_extract(body, '$.undoes'), '') FROM ops WHERE workspace_id = ? ORDER BY created_at, id", workspaceID)
+	if err != nil {
+		return nil, fmt.Errorf("list ops of %s: %w", workspaceID, classify(err))
+	}
+	list, err := collect(rows, func(r rowScanner) (OpLink, error) {
+		var l OpLink
+		err := r.Scan(&l.ID, &l.Undoes)
+		return l, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("list ops of %s: %w", workspaceID, err)
+	}
+	return list, nil
+}
+
 func checkReceipt(r Receipt) error {
 	switch {
 	case r.ID == "":

@@ -1,0 +1,113 @@
+package wtx
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"slices"
+	"testing"
+)
+
+// TestOpAgreesWithOps: Op reads only the op asked for and the chain of its
+// undos, yet reports exactly what Ops (which reads every op) reports of it:
+// which undos took its paths back, whether it is undone. Random histories
+// of applies, whole and partial undos, and undos of undos.
+func TestOpAgreesWithOps(t *testing.T) {
+	ctx := context.Background()
+	// The comparison means something only if the histories hold undone
+	// ops, partly undone ones, and undos that were undone.
+	var undone, partly, undoneUndos int
+	defer func() {
+		if !t.Failed() && (undone == 0 || partly == 0 || undoneUndos == 0) {
+			t.Errorf("histories too plain: %d undone, %d partly undone, %d undone undos", undone, partly, undoneUndos)
+		}
+	}()
+	for seed := uint64(1); seed <= 6; seed++ {
+		t.Run(fmt.Sprint(seed), func(t *testing.T) {
+			rng := rand.New(rand.NewPCG(seed, 9))
+			work, state := t.TempDir(), t.TempDir()
+			ws, err := Open(ctx, work, Options{StateDir: state})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer ws.Close()
+			for i := 0; i < 16; i++ {
+				ops, err := ws.Ops(ctx)
+				if err != nil {
+					t.Fatal(err)
+				}
+				var live []*Op
+				for _, op := range ops {
+					if op.UndoneBy == "" {
+						live = append(live, op)
+					}
+				}
+				if len(live) == 0 || rng.IntN(3) == 0 {
+					applyFiles(t, ctx, ws, work, i, 1+rng.IntN(3))
+					continue
+				}
+				op := live[rng.IntN(len(live))]
+				var opts UndoOptions
+				if len(op.Written) > 1 && rng.IntN(2) == 0 {
+					opts.Paths = []string{LiteralSelector(op.Written[rng.IntN(len(op.Written))])}
+				}
+				// A refusal (a later op wrote the path since) is part of
+				// the history too.
+				_, _ = ws.UndoWith(ctx, op.ID, opts)
+			}
+			ops, err := ws.Ops(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(ops) < 6 {
+				t.Fatalf("only %d ops in the history", len(ops))
+			}
+			for _, want := range ops {
+				switch {
+				case want.UndoneBy != "" && want.Undoes != "":
+					undoneUndos++
+				case want.UndoneBy != "":
+					undone++
+				case len(want.PartlyUndoneBy) > 0:
+					partly++
+				}
+				got, err := ws.Op(ctx, want.ID)
+				if err != nil {
+					t.Fatalf("Op(%s): %v", want.ID, err)
+				}
+				if got.UndoneBy != want.UndoneBy || !slices.Equal(got.PartlyUndoneBy, want.PartlyUndoneBy) {
+					t.Errorf("Op(%s) says undone by %q, partly by %v; Ops says %q, %v",
+						want.ID, got.UndoneBy, got.PartlyUndoneBy, want.UndoneBy, want.PartlyUndoneBy)
+				}
+				if got, err := ws.Op(ctx, want.ID[:len(want.ID)-3]); err == nil && got.ID != want.ID {
+					t.Errorf("prefix of %s found %s", want.ID, got.ID)
+				}
+			}
+		})
+	}
+}
+
+// applyFiles stages and applies n changes (new files and rewrites of the
+// files earlier rounds wrote) in round i.
+func applyFiles(t *testing.T, ctx context.Context, ws *Workspace, work string, i, n int) {
+	t.Helper()
+	st, err := ws.Begin(ctx, BeginOptions{Backend: "copy"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	script := ""
+	for k := 0; k < n; k++ {
+		script += fmt.Sprintf("echo round %d >> f%d; ", i, (i+k)%5)
+	}
+	if res, err := st.Run(ctx, []string{"sh", "-c", script}, RunOptions{}); err != nil || res.ExitCode != 0 {
+		t.Fatalf("run: %v, %v", err, res)
+	}
+	if _, err := st.Apply(ctx, ApplyOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(work, fmt.Sprintf("f%d", i%5))); err != nil {
+		t.Fatal(err)
+	}
+}
