@@ -44,8 +44,19 @@ type executor struct {
 	// pretemps maps a record's temporary prefix to the temporary file made
 	// for it before the steps ran (see prepareTemps).
 	pretemps map[string]string
+	// pending are the new files written in directories the plan made,
+	// still under their temporary names: they land together, after one
+	// sync of their content (see land).
+	pending []*pendingWrite
 	// progress, if set, hears of each step before it runs (i of n).
 	progress func(i, n int)
+}
+
+// pendingWrite is a new file written under a temporary name that has not
+// landed (been renamed to its name) yet.
+type pendingWrite struct {
+	path, tmp string
+	landed    bool
 }
 
 type trashItem struct {
@@ -113,6 +124,12 @@ func (x *executor) execute(ctx context.Context, recs []journal.Record) (err erro
 				return AsError(err)
 			}
 		}
+		if st.Kind == tree.StepDirPerm {
+			// The new files land before any directory is closed.
+			if err := x.land(); err != nil {
+				return err
+			}
+		}
 		failpoint.Hit("apply:step")
 		if x.progress != nil {
 			x.progress(i, len(recs))
@@ -120,13 +137,7 @@ func (x *executor) execute(ctx context.Context, recs []journal.Record) (err erro
 		u, err := x.step(r)
 		failpoint.Hit("apply:step-done")
 		if err != nil {
-			var cf *Conflict
-			if errors.As(err, &cf) {
-				return &Error{Code: CodeTargetChanged,
-					Message:   fmt.Sprintf("%s changed outside the stage while it was applied (%s); nothing was written", quote.Path(cf.Path), cf.Kind),
-					Conflicts: []Conflict{*cf}}
-			}
-			return AsError(fmt.Errorf("apply %s %s: %w", st.Kind, st.Path, err))
+			return stepError(st, err)
 		}
 		if u != nil {
 			undo = append(undo, u)
@@ -135,6 +146,9 @@ func (x *executor) execute(ctx context.Context, recs []journal.Record) (err erro
 		if st.Kind == tree.StepMkdir {
 			touched[st.Path] = true
 		}
+	}
+	if err := x.land(); err != nil {
+		return err
 	}
 	// Barrier: every touched directory is synced before success is told.
 	dirs := make([]string, 0, len(touched))
@@ -146,6 +160,54 @@ func (x *executor) execute(ctx context.Context, recs []journal.Record) (err erro
 	if err := syncDirs(x.root, dirs); err != nil {
 		return AsError(fmt.Errorf("sync the workspace: %w", err))
 	}
+	return nil
+}
+
+// stepError is the error of a failed step: a refusal when what it met was
+// changed outside the stage.
+func stepError(st tree.Step, err error) error {
+	var cf *Conflict
+	if errors.As(err, &cf) {
+		return &Error{Code: CodeTargetChanged,
+			Message:   fmt.Sprintf("%s changed outside the stage while it was applied (%s); nothing was written", quote.Path(cf.Path), cf.Kind),
+			Conflicts: []Conflict{*cf}}
+	}
+	return AsError(fmt.Errorf("apply %s %s: %w", st.Kind, st.Path, err))
+}
+
+// land renames the pending new files to their names, once one sync made
+// all their content durable: as with the temporary files prepareTemps
+// makes, a name never holds content that a power loss could undo. Each
+// directory is opened once.
+func (x *executor) land() error {
+	if len(x.pending) == 0 {
+		return nil
+	}
+	temps := make([]string, len(x.pending))
+	for i, pw := range x.pending {
+		temps[i] = tree.Parent(pw.path) + "\x00" + pw.tmp
+	}
+	if err := syncFiles(x.root, temps); err != nil {
+		return AsError(fmt.Errorf("sync the new files: %w", err))
+	}
+	dirs := fsx.NewDirCache(x.root)
+	defer dirs.Close()
+	for _, pw := range x.pending {
+		st := tree.Step{Kind: tree.StepWrite, Path: pw.path}
+		d, err := dirs.Open(tree.Parent(pw.path))
+		if err != nil {
+			return stepError(st, err)
+		}
+		if err := d.RenameNoReplace(pw.tmp, d, tree.Base(pw.path)); err != nil {
+			if errors.Is(err, fs.ErrExist) {
+				err = &Conflict{Path: pw.path, Kind: "created"}
+			}
+			return stepError(st, err)
+		}
+		pw.landed = true
+		failpoint.Hit("apply:landed")
+	}
+	x.pending = nil
 	return nil
 }
 
@@ -251,9 +313,27 @@ func (x *executor) write(d *fsx.Dir, r journal.Record) (func() error, error) {
 	if ok {
 		delete(x.pretemps, r.Tmp)
 	} else {
+		// A directory the plan made: a new file waits under its
+		// temporary name and lands with the others (see land), after
+		// one sync for all, where one fsync each would cost more than
+		// the rest of the apply.
+		// (WTX_DISABLE=land-together, the negative control of the cost
+		// test: each is synced and lands at once.)
+		pending := st.Kind == tree.StepWrite && st.Old == nil && !failpoint.Disabled("land-together")
 		var err error
-		if tmp, err = writeTemp(x.blobs, d, st.New, r.Tmp, true); err != nil {
+		if tmp, err = writeTemp(x.blobs, d, st.New, r.Tmp, !pending); err != nil {
 			return nil, err
+		}
+		if pending {
+			pw := &pendingWrite{path: st.Path, tmp: tmp}
+			x.pending = append(x.pending, pw)
+			failpoint.Hit("apply:temp-written")
+			return x.undoIn(st.Path, func(d *fsx.Dir) error {
+				if pw.landed {
+					return d.Unlink(name)
+				}
+				return d.Unlink(pw.tmp)
+			}), nil
 		}
 	}
 	failpoint.Hit("apply:temp-written")
@@ -395,16 +475,17 @@ func (x *executor) prepareTemps(recs []journal.Record) error {
 		return false
 	}
 	var files []string
+	dirs := fsx.NewDirCache(x.root)
+	defer dirs.Close()
 	for _, r := range recs {
 		if (r.Step.Kind != tree.StepWrite && r.Step.Kind != tree.StepSymlink) || inNewDir(r.Step.Path) {
 			continue
 		}
-		d, err := x.root.OpenDir(tree.Parent(r.Step.Path))
+		d, err := dirs.Open(tree.Parent(r.Step.Path))
 		if err != nil {
 			return err
 		}
 		tmp, err := writeTemp(x.blobs, d, r.Step.New, r.Tmp, false)
-		d.Close()
 		if err != nil {
 			return err
 		}
@@ -421,12 +502,14 @@ func (x *executor) prepareTemps(recs []journal.Record) error {
 // reports whether every one is gone.
 func (x *executor) dropPretemps(recs []journal.Record) bool {
 	clean := true
+	dirs := fsx.NewDirCache(x.root)
+	defer dirs.Close()
 	for _, r := range recs {
 		tmp, ok := x.pretemps[r.Tmp]
 		if !ok {
 			continue
 		}
-		d, err := x.root.OpenDir(tree.Parent(r.Step.Path))
+		d, err := dirs.Open(tree.Parent(r.Step.Path))
 		if err != nil {
 			// The directory is not reachable as one (replaced by a link,
 			// moved away): the file may still be in it, wherever it went,
@@ -437,45 +520,49 @@ func (x *executor) dropPretemps(recs []journal.Record) bool {
 		if err := d.Unlink(tmp); err != nil && !errors.Is(err, fs.ErrNotExist) {
 			clean = false
 		}
-		d.Close()
 	}
 	x.pretemps = nil
 	return clean
 }
 
 // cleanup removes the pre-images moved aside during execute; it runs once
-// the op is committed (their content is in the blob store). It reports
+// the op is committed (their content is in the blob store). Each directory
+// is opened once, whatever number of pre-images it holds. It reports
 // whether every one is gone and synced; if not, the committed journal is
 // kept so that recovery finishes the cleanup.
 func (x *executor) cleanup() bool {
 	clean := true
-	dirs := map[string]bool{}
+	var order []string
+	byDir := map[string][]*trashItem{}
 	for _, t := range x.trash {
 		if !t.live {
 			continue
 		}
-		d, err := x.root.OpenDir(t.dir)
+		if _, ok := byDir[t.dir]; !ok {
+			order = append(order, t.dir)
+		}
+		byDir[t.dir] = append(byDir[t.dir], t)
+	}
+	for _, dir := range order {
+		d, err := x.root.OpenDir(dir)
 		if err != nil {
 			clean = false
 			continue
 		}
-		remove := d.Unlink
-		if st, serr := d.Lstat(t.name); serr == nil && st.Mode.IsDir() {
-			remove = d.Rmdir
-		}
-		if err := remove(t.name); err != nil && !errors.Is(err, fs.ErrNotExist) {
-			clean = false
+		for _, t := range byDir[dir] {
+			remove := d.Unlink
+			if st, serr := d.Lstat(t.name); serr == nil && st.Mode.IsDir() {
+				remove = d.Rmdir
+			}
+			if err := remove(t.name); err != nil && !errors.Is(err, fs.ErrNotExist) {
+				clean = false
+			}
+			failpoint.Hit("apply:cleanup")
 		}
 		d.Close()
-		dirs[t.dir] = true
-		failpoint.Hit("apply:cleanup")
-	}
-	list := make([]string, 0, len(dirs))
-	for d := range dirs {
-		list = append(list, d)
 	}
 	// The removals are durable before the journal goes.
-	if err := syncDirs(x.root, list); err != nil {
+	if err := syncDirs(x.root, order); err != nil {
 		return false
 	}
 	return clean
@@ -528,14 +615,27 @@ func writeTemp(blobs *blob.Store, d *fsx.Dir, e *tree.Entry, prefix string, dura
 	return tmp, nil
 }
 
-// syncDirs makes the entries of dirs durable: one syncfs of the
-// workspace's filesystem where there is one, else an fsync of each.
-func syncDirs(root *fsx.Root, dirs []string) error {
-	if len(dirs) == 0 {
+// syncDirs makes the entries of dirs durable (see syncAll).
+func syncDirs(root *fsx.Root, dirs []string) error { return syncAll(root, nil, dirs) }
+
+// syncFiles makes the content of files durable (see syncAll).
+func syncFiles(root *fsx.Root, files []string) error { return syncAll(root, files, nil) }
+
+// syncAll makes the content of files (each "dir\x00name") and the entries
+// of dirs durable: one syncfs of the workspace's filesystem where there is
+// one, else an fsync of each file, then of each directory.
+func syncAll(root *fsx.Root, files, dirs []string) error {
+	if len(files) == 0 && len(dirs) == 0 {
 		return nil
 	}
 	if done, err := syncFS(root); done {
 		return err
+	}
+	for _, df := range files {
+		dir, name, _ := cutNUL(df)
+		if err := syncFileIn(root, dir, name); err != nil {
+			return err
+		}
 	}
 	sort.Strings(dirs)
 	for _, rel := range dirs {
@@ -546,24 +646,6 @@ func syncDirs(root *fsx.Root, dirs []string) error {
 		err = d.Sync()
 		d.Close()
 		if err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// syncFiles makes the content of files durable; each is "dir\x00name". One
-// syncfs where there is one, else an fsync of each.
-func syncFiles(root *fsx.Root, files []string) error {
-	if len(files) == 0 {
-		return nil
-	}
-	if done, err := syncFS(root); done {
-		return err
-	}
-	for _, df := range files {
-		dir, name, _ := cutNUL(df)
-		if err := syncFileIn(root, dir, name); err != nil {
 			return err
 		}
 	}

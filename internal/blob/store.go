@@ -194,7 +194,7 @@ func (s *Store) Open(d Digest) (*os.File, error) {
 	if err != nil {
 		return nil, err
 	}
-	f, err := os.Open(p)
+	f, err := fsx.OpenRead(p)
 	if err != nil {
 		return nil, missing("open", d, err)
 	}

@@ -188,3 +188,41 @@ func checkMount(fd int, rel string, dev uint64, mnt mountRef) error {
 	}
 	return nil
 }
+
+// DirCache keeps the directories opened beneath a root for the length of
+// one pass over many names, so that each is resolved once, not once per
+// name. A directory renamed or replaced while the cache holds it is still
+// the one the cache opened: a pass that must see such a change opens the
+// directory afresh. Its methods are for one goroutine.
+type DirCache struct {
+	root *Root
+	dirs map[string]*Dir
+}
+
+// NewDirCache returns an empty cache of directories beneath root.
+func NewDirCache(root *Root) *DirCache {
+	return &DirCache{root: root, dirs: map[string]*Dir{}}
+}
+
+// Open returns directory rel, opened as by [Root.OpenDir] the first time it
+// is asked for. The cache owns it: the caller must not close it. Failures
+// are not kept.
+func (c *DirCache) Open(rel string) (*Dir, error) {
+	if d, ok := c.dirs[rel]; ok {
+		return d, nil
+	}
+	d, err := c.root.OpenDir(rel)
+	if err != nil {
+		return nil, err
+	}
+	c.dirs[rel] = d
+	return d, nil
+}
+
+// Close closes every directory the cache holds.
+func (c *DirCache) Close() {
+	for rel, d := range c.dirs {
+		_ = d.Close() // a directory opened read-only: nothing to lose
+		delete(c.dirs, rel)
+	}
+}

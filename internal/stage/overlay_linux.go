@@ -241,6 +241,10 @@ type overlayView struct {
 	cfg    overlayConfig
 	hidden tree.Selectors // excluded and shared: never part of the view's surface
 	leftOutSet
+	// upperRoot is the upper directory, opened by the first OpenFile and
+	// kept until Close: reading many files resolves it once.
+	mu        sync.Mutex
+	upperRoot *fsx.Root
 }
 
 func (v *overlayView) upper() string { return filepath.Join(v.dir, upperName) }
@@ -252,6 +256,12 @@ func (v *overlayView) Root() string { return "" }
 // makes its work directory's inner "work" directory with no permission bits,
 // which an unprivileged owner could not remove once the namespace is gone.
 func (v *overlayView) Close() error {
+	v.mu.Lock()
+	if v.upperRoot != nil {
+		_ = v.upperRoot.Close() // a directory opened read-only: nothing to lose
+		v.upperRoot = nil
+	}
+	v.mu.Unlock()
 	inner := filepath.Join(v.dir, workName, "work")
 	if fi, err := os.Lstat(inner); err == nil && fi.IsDir() && fi.Mode().Perm()&0o700 != 0o700 {
 		os.Chmod(inner, 0o700)
@@ -652,11 +662,50 @@ func splitRel(rel string) []string {
 }
 
 func (v *overlayView) OpenFile(rel string) (*os.File, error) {
+	if f, ok := v.openUpper(rel); ok {
+		return f, nil
+	}
 	root, err := v.locate(rel)
 	if err != nil {
 		return nil, err
 	}
 	return openInRoot(root, rel)
+}
+
+// openUpper opens rel from the upper directory when a regular file is
+// there: the topmost layer's entry is what the view shows, whatever the
+// layers below hold, so nothing else need be looked at. ok is false when
+// the upper directory has no regular file at rel (absent, a whiteout,
+// something else, a directory above it missing or a symlink): locate
+// then decides.
+func (v *overlayView) openUpper(rel string) (*os.File, bool) {
+	if err := fsx.ValidRel(rel); err != nil || rel == "." || v.hidden.Match(rel) {
+		return nil, false
+	}
+	v.mu.Lock()
+	if v.upperRoot == nil {
+		r, err := fsx.OpenRoot(v.upper())
+		if err != nil {
+			v.mu.Unlock()
+			return nil, false
+		}
+		v.upperRoot = r
+	}
+	root := v.upperRoot
+	v.mu.Unlock()
+	d, err := root.OpenDir(tree.Parent(rel))
+	if err != nil {
+		return nil, false
+	}
+	defer d.Close()
+	if st, err := d.Lstat(tree.Base(rel)); err != nil || !st.IsRegular() {
+		return nil, false
+	}
+	f, err := d.OpenFile(tree.Base(rel))
+	if err != nil {
+		return nil, false
+	}
+	return f, true
 }
 
 func (v *overlayView) Readlink(rel string) (string, error) {
