@@ -197,7 +197,11 @@ func (s *Stage) apply(ctx context.Context, opts ApplyOptions) (res *ApplyResult,
 		}
 		return res, nil
 	}
-	// 4. Write: the blobs, then the journaled plan.
+	// 4. Write: the blobs (payloads, and the pre-images the store lacks),
+	// then the journaled plan.
+	if err := keepPreimages(ctx, root, s.ws.blobs, batch, chk.todo, chk.cas.ident); err != nil {
+		return nil, err
+	}
 	if err := batch.Commit(); err != nil {
 		return nil, AsError(err)
 	}
@@ -235,10 +239,10 @@ type applyCheck struct {
 
 // checkApply runs every check of an apply and collects every conflict:
 // names that leave the workspace, protected paths, staged files sharing an
-// inode with the workspace, drift and stale reads. On the way it stores the
-// staged payloads and the workspace pre-images in batch.
+// inode with the workspace, drift and stale reads. On the way it stores in
+// batch the staged payloads the blob store lacks.
 func (s *Stage) checkApply(ctx context.Context, root *fsx.Root, batch *blob.Batch, cs *ChangeSet, opts ApplyOptions, partial map[string]bool) (*applyCheck, error) {
-	chk := &applyCheck{cas: newCASReader(root, cs.base, batch)}
+	chk := &applyCheck{cas: newCASReader(root, nil)}
 	chk.cas.progress = func(i, n int) { s.ws.progress(PhaseCheck, i, n) }
 	reachable := make([]tree.Change, 0, len(cs.changes))
 	for _, c := range cs.changes {
@@ -259,16 +263,16 @@ func (s *Stage) checkApply(ctx context.Context, root *fsx.Root, batch *blob.Batc
 			chk.conflicts = append(chk.conflicts, s.protectedError(prot).Conflicts...)
 		}
 	}
-	shared, err := s.payloads(ctx, root, batch, reachable, partial)
-	if err != nil {
-		return nil, err
-	}
-	chk.conflicts = append(chk.conflicts, shared...)
 	todo, already, drift, err := chk.cas.check(ctx, reachable)
 	if err != nil {
 		return nil, err
 	}
+	shared, err := s.payloads(ctx, batch, reachable, partial, chk.cas.ident)
+	if err != nil {
+		return nil, err
+	}
 	chk.todo, chk.already = todo, already
+	chk.conflicts = append(chk.conflicts, shared...)
 	chk.conflicts = append(chk.conflicts, drift...)
 	if !opts.IgnoreStaleReads {
 		stale, err := s.staleReads(ctx, root, cs.all)
@@ -281,9 +285,11 @@ func (s *Stage) checkApply(ctx context.Context, root *fsx.Root, batch *blob.Batc
 }
 
 // payloads copies every staged file to be written into batch, so that what
-// lands is exactly what was scanned, and returns a conflict for each staged
-// file that shares an inode with its workspace file.
-func (s *Stage) payloads(ctx context.Context, root *fsx.Root, batch *blob.Batch, cs []tree.Change, partial map[string]bool) ([]Conflict, error) {
+// lands is exactly what was scanned, unless the blob store holds its
+// content intact already; and it returns a conflict for each staged file that
+// shares an inode with its workspace file (ident: what the casReader saw in
+// the workspace).
+func (s *Stage) payloads(ctx context.Context, batch *blob.Batch, cs []tree.Change, partial map[string]bool, ident map[string]fsx.Stat) ([]Conflict, error) {
 	v, err := s.view(ctx)
 	if err != nil {
 		return nil, err
@@ -299,18 +305,25 @@ func (s *Stage) payloads(ctx context.Context, root *fsx.Root, batch *blob.Batch,
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
+		cur, inWS := ident[c.Path]
+		stored := intact(s.ws.blobs, blob.Digest(c.New.Digest))
+		if stored && !inWS {
+			continue // it lands from the store, and no workspace file can share its inode
+		}
 		f, err := v.OpenFile(c.Path)
 		if err != nil {
 			return nil, stagingError(fmt.Errorf("read staged %s: %w", c.Path, err))
 		}
 		fi, err := f.Stat()
-		if err == nil {
-			if cur, lerr := root.Lstat(c.Path); lerr == nil && sameInode(fi, cur) {
-				f.Close()
-				shared = append(shared, Conflict{Path: c.Path, Kind: "shared-inode",
-					Detail: "the staged file is the workspace file itself (same inode); applying it would be meaningless and writing it was never staged"})
-				continue
-			}
+		if err == nil && inWS && sameInode(fi, cur) {
+			f.Close()
+			shared = append(shared, Conflict{Path: c.Path, Kind: "shared-inode",
+				Detail: "the staged file is the workspace file itself (same inode); applying it would be meaningless and writing it was never staged"})
+			continue
+		}
+		if err == nil && stored {
+			f.Close()
+			continue
 		}
 		d, _, perr := batch.Put(ctx, f)
 		f.Close()
@@ -451,12 +464,14 @@ func (s *Stage) advanceBase(ctx context.Context, cs *ChangeSet, applied []tree.C
 			next = append(next, e)
 		}
 	}
+	dirs := fsx.NewDirCache(root)
+	defer dirs.Close()
 	for _, c := range byPath {
 		if c.New == nil {
 			continue
 		}
 		e := *c.New
-		if st, err := root.Lstat(c.Path); err == nil {
+		if st, err := lstatCached(dirs, c.Path); err == nil {
 			e.WS = tree.Stat{Ino: st.Ino, Dev: st.Dev, Size: st.Size, Mtime: st.Mtime, Ctime: st.Ctime}
 		}
 		next = append(next, e)
@@ -492,4 +507,13 @@ func literalSelectors(paths []string) tree.Selectors {
 		}
 	}
 	return out
+}
+
+// lstatCached describes rel, its directory taken from dirs.
+func lstatCached(dirs *fsx.DirCache, rel string) (fsx.Stat, error) {
+	d, err := dirs.Open(tree.Parent(rel))
+	if err != nil {
+		return fsx.Stat{}, err
+	}
+	return d.Lstat(tree.Base(rel))
 }

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/wtx-dev/wtx/internal/blob"
 	"github.com/wtx-dev/wtx/internal/failpoint"
 	"github.com/wtx-dev/wtx/internal/fsx"
 	"github.com/wtx-dev/wtx/internal/quote"
@@ -26,18 +25,16 @@ type casReader struct {
 	ident map[string]fsx.Stat
 	// progress, if set, hears of each path checked (i of n).
 	progress func(i, n int)
+	// dirs holds the directories open during a check.
+	dirs *fsx.DirCache
 }
 
-// newCASReader returns a reader of root. With keep, every file it reads is
-// stored in that batch as it is hashed (the pre-images an apply or undo must
-// keep to be undone); without, files are only hashed, and a file whose stat
-// tuple still matches its entry in base is trusted to hold its base digest.
-func newCASReader(root *fsx.Root, base *tree.Manifest, keep *blob.Batch) *casReader {
+// newCASReader returns a reader of root. Without base it reads and hashes
+// every file (an apply or undo decides what to write on content alone);
+// with base, a file whose stat tuple still matches its entry in base is
+// trusted to hold its base digest (status, rebase, recovery).
+func newCASReader(root *fsx.Root, base *tree.Manifest) *casReader {
 	c := &casReader{root: root, ident: map[string]fsx.Stat{}}
-	if keep != nil {
-		c.cr.put = keep.Put
-		return c
-	}
 	if base != nil {
 		c.cr.known = func(rel string, st fsx.Stat) (string, bool) {
 			b := base.Lookup(rel)
@@ -56,6 +53,10 @@ func newCASReader(root *fsx.Root, base *tree.Manifest, keep *blob.Batch) *casRea
 // holds New), and conflicts (anything else). Every path is looked at: the
 // conflicts are complete.
 func (c *casReader) check(ctx context.Context, cs []tree.Change) (todo, already []tree.Change, conflicts []Conflict, err error) {
+	// One pass: each directory is opened once. The executor opens them
+	// afresh and checks each object again before it displaces it.
+	c.dirs = fsx.NewDirCache(c.root)
+	defer func() { c.dirs.Close(); c.dirs = nil }()
 	selected := make(map[string]*tree.Change, len(cs))
 	for i := range cs {
 		selected[cs[i].Path] = &cs[i]
@@ -108,7 +109,7 @@ func (c *casReader) check(ctx context.Context, cs []tree.Change) (todo, already 
 // directory itself.
 func (c *casReader) current(ctx context.Context, ch tree.Change, selected map[string]*tree.Change) (nameAt, *Conflict, error) {
 	rel := ch.Path
-	cur, err := entryAt(ctx, c.root, rel, c.cr)
+	cur, err := entryAtCached(ctx, c.dirs, rel, c.cr)
 	if errors.Is(err, errBeingWritten) {
 		return cur, &Conflict{Path: rel, Kind: "modified", Detail: errBeingWritten.Error()}, nil
 	}

@@ -1,7 +1,6 @@
 package wtx
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -135,11 +134,20 @@ func (s *Stage) keepFromWorkspace(ctx context.Context, root *fsx.Root, batch *bl
 	if err != nil || !cur.holdsFile(e.Digest) {
 		return nil // see above
 	}
-	data, err := s.ws.readWorkspaceFile(root, e.Path, e.Digest)
+	// Streamed from the file, so that its holes stay holes in the store.
+	d, err := root.OpenDir(tree.Parent(e.Path))
 	if err != nil {
-		return nil // moved while read: see above
+		return nil // moved: see above
 	}
-	if _, _, err := batch.Put(ctx, bytes.NewReader(data)); err != nil {
+	defer d.Close()
+	f, err := d.OpenFile(tree.Base(e.Path))
+	if err != nil {
+		return nil // moved: see above
+	}
+	defer f.Close()
+	// Content that changed while it was read is stored under its own
+	// digest, which nothing refers to (gc collects it): e stays unkept.
+	if _, _, err := batch.Put(ctx, f); err != nil {
 		return AsError(fmt.Errorf("keep %s: %w", quote.Path(e.Path), err))
 	}
 	return nil

@@ -154,7 +154,7 @@ func allChanged(ctx context.Context, root *fsx.Root, changes []tree.Change, err 
 	if !errors.As(err, &e) || e.Code != CodeTargetChanged || len(e.Conflicts) != 1 || failpoint.Disabled("all-changed") {
 		return err
 	}
-	_, _, found, cerr := newCASReader(root, nil, nil).check(context.WithoutCancel(ctx), changes)
+	_, _, found, cerr := newCASReader(root, nil).check(context.WithoutCancel(ctx), changes)
 	if cerr != nil {
 		return err // the first conflict still stands
 	}

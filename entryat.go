@@ -79,9 +79,6 @@ var errBeingWritten = errors.New("it is being written right now")
 
 // contentReader says how a file's digest is found.
 type contentReader struct {
-	// put stores the content as it is hashed (a pre-image the apply must
-	// keep); nil only hashes.
-	put func(ctx context.Context, r io.Reader) (blob.Digest, int64, error)
 	// known returns the digest a stat tuple proves (an unchanged file
 	// status need not read); nil reads every file.
 	known func(rel string, st fsx.Stat) (string, bool)
@@ -94,20 +91,37 @@ type contentReader struct {
 func entryAt(ctx context.Context, root *fsx.Root, rel string, cr contentReader) (nameAt, error) {
 	d, err := root.OpenDir(tree.Parent(rel))
 	if err != nil {
-		switch {
-		case errors.Is(err, fsx.ErrSymlink):
-			return nameAt{Presence: atParentLink}, nil
-		case errors.Is(err, fsx.ErrCrossDevice):
-			return nameAt{Presence: atParentMount}, nil
-		case errors.Is(err, fs.ErrNotExist):
-			return nameAt{Presence: atNoParent}, nil
-		case errors.Is(err, fsx.ErrNotDir), errors.Is(err, syscall.ENOTDIR):
-			return nameAt{Presence: atParentNotDir}, nil
-		}
-		return nameAt{}, AsError(err)
+		return parentAbsent(err)
 	}
 	defer d.Close()
 	return entryIn(ctx, d, rel, tree.Base(rel), cr)
+}
+
+// entryAtCached is entryAt with the directory above rel taken from dirs:
+// for a pass over many names, each directory opened once.
+func entryAtCached(ctx context.Context, dirs *fsx.DirCache, rel string, cr contentReader) (nameAt, error) {
+	d, err := dirs.Open(tree.Parent(rel))
+	if err != nil {
+		return parentAbsent(err)
+	}
+	return entryIn(ctx, d, rel, tree.Base(rel), cr)
+}
+
+// parentAbsent is what a name holds whose directory could not be opened
+// with err: a presence when the directory is missing, not a directory, a
+// symlink or a mount point; else err.
+func parentAbsent(err error) (nameAt, error) {
+	switch {
+	case errors.Is(err, fsx.ErrSymlink):
+		return nameAt{Presence: atParentLink}, nil
+	case errors.Is(err, fsx.ErrCrossDevice):
+		return nameAt{Presence: atParentMount}, nil
+	case errors.Is(err, fs.ErrNotExist):
+		return nameAt{Presence: atNoParent}, nil
+	case errors.Is(err, fsx.ErrNotDir), errors.Is(err, syscall.ENOTDIR):
+		return nameAt{Presence: atParentNotDir}, nil
+	}
+	return nameAt{}, AsError(err)
 }
 
 // entryIn reads what name holds in the open directory d; rel is its
@@ -145,7 +159,7 @@ func entryIn(ctx context.Context, d *fsx.Dir, rel, name string, cr contentReader
 	return nameAt{Presence: atEntry, Entry: e, Stat: st}, nil
 }
 
-// readContent hashes (or stores) the file name and checks that what was
+// readContent hashes the file name and checks that what was
 // read is as long as the file was when it was looked at.
 func readContent(ctx context.Context, d *fsx.Dir, rel, name string, st fsx.Stat, cr contentReader) (string, error) {
 	f, err := d.OpenFile(name)
@@ -153,15 +167,9 @@ func readContent(ctx context.Context, d *fsx.Dir, rel, name string, st fsx.Stat,
 		return "", AsError(err)
 	}
 	defer f.Close()
-	var dg blob.Digest
-	var n int64
-	if cr.put != nil {
-		dg, n, err = cr.put(ctx, f)
-	} else {
-		h := blob.NewHasher()
-		n, err = io.Copy(h, f)
-		dg = h.Digest()
-	}
+	h := blob.NewHasher()
+	n, err := io.Copy(h, f)
+	dg := h.Digest()
 	if err != nil {
 		return "", AsError(fmt.Errorf("read %s: %w", quote.Path(rel), err))
 	}

@@ -54,7 +54,7 @@ func (s *Stage) rebase(ctx context.Context, merge, trial bool) (*RebaseResult, e
 		return nil, AsError(err)
 	}
 	defer root.Close()
-	_, _, drift, err := newCASReader(root, cs.base, nil).check(ctx, cs.changes)
+	_, _, drift, err := newCASReader(root, cs.base).check(ctx, cs.changes)
 	if err != nil {
 		return nil, err
 	}

@@ -203,7 +203,7 @@ func (w *Workspace) stagedTraces(ctx context.Context) (traces, stages []string, 
 		if err != nil {
 			return nil, nil, fmt.Errorf("stage %s: %w", s.ID(), err)
 		}
-		_, already, conflicts, err := newCASReader(root, cs.base, nil).check(ctx, cs.changes)
+		_, already, conflicts, err := newCASReader(root, cs.base).check(ctx, cs.changes)
 		if err != nil {
 			return nil, nil, fmt.Errorf("stage %s: %w", s.ID(), err)
 		}
@@ -940,7 +940,7 @@ func (w *Workspace) settleApplied(ctx context.Context, rec opRecord) error {
 			rest = append(rest, c)
 		}
 	}
-	_, already, _, err := newCASReader(root, cs.base, nil).check(ctx, rest)
+	_, already, _, err := newCASReader(root, cs.base).check(ctx, rest)
 	if err != nil {
 		return err
 	}

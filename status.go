@@ -97,7 +97,7 @@ func (s *Stage) Status(ctx context.Context, paths []string) (*Status, error) {
 	if len(cs.changes) == 0 {
 		return st, nil
 	}
-	_, _, conflicts, err := newCASReader(root, cs.base, nil).check(ctx, cs.changes)
+	_, _, conflicts, err := newCASReader(root, cs.base).check(ctx, cs.changes)
 	if err != nil {
 		return nil, err
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 
 	"github.com/wtx-dev/wtx/internal/blob"
 	"github.com/wtx-dev/wtx/internal/fsx"
@@ -52,7 +53,7 @@ func (w *Workspace) UndoWith(ctx context.Context, ref string, opts UndoOptions) 
 	if err != nil {
 		return nil, err
 	}
-	op, err := w.Op(ctx, ref)
+	op, links, err := w.findOp(ctx, ref)
 	if err != nil {
 		return nil, err
 	}
@@ -61,8 +62,16 @@ func (w *Workspace) UndoWith(ctx context.Context, ref string, opts UndoOptions) 
 		return nil, err
 	}
 	defer unlock()
-	if op, err = w.Op(ctx, op.ID); err != nil { // re-read under the lock
-		return nil, err
+	// Read again under the lock, unless no op came or went meanwhile (an
+	// op's record never changes, so then neither did the answer).
+	latest, err := w.db.ListOpLinks(ctx, w.id)
+	if err != nil {
+		return nil, AsError(err)
+	}
+	if !slices.Equal(latest, links) {
+		if op, err = w.opAmong(ctx, op.ID, latest); err != nil {
+			return nil, err
+		}
 	}
 	if op.UndoneBy != "" {
 		return nil, &Error{Code: CodeAlreadyUndone, Message: fmt.Sprintf("op %s was already undone by %s", op.ID, op.UndoneBy)}
@@ -81,8 +90,8 @@ func (w *Workspace) UndoWith(ctx context.Context, ref string, opts UndoOptions) 
 		return nil, AsError(err)
 	}
 	defer root.Close()
-	// The pre-images the undo displaces go into the blob store as one
-	// batch, durable before the journal is written.
+	// The pre-images the undo displaces that the blob store lacks go into
+	// it as one batch, durable before the journal is written.
 	batch := w.blobs.NewBatch()
 	committed := false
 	defer func() {
@@ -90,7 +99,7 @@ func (w *Workspace) UndoWith(ctx context.Context, ref string, opts UndoOptions) 
 			batch.Abort()
 		}
 	}()
-	cas := newCASReader(root, nil, batch)
+	cas := newCASReader(root, nil)
 	cas.progress = func(i, n int) { w.progress(PhaseCheck, i, n) }
 	todo, _, conflicts, err := cas.check(ctx, inverse)
 	if err != nil {
@@ -120,6 +129,9 @@ func (w *Workspace) UndoWith(ctx context.Context, ref string, opts UndoOptions) 
 		NotTransactional: append([]string(nil), NotTransactional...),
 	}
 	rec := &opRecord{Op: state.Op{ID: opID, WorkspaceID: w.id, StageID: op.Tx, Kind: "undo", State: "committed", Body: body, CreatedAt: now}, Receipt: rc}
+	if err := keepPreimages(ctx, root, w.blobs, batch, todo, cas.ident); err != nil {
+		return nil, err
+	}
 	if err := batch.Commit(); err != nil {
 		return nil, AsError(err)
 	}

@@ -77,14 +77,23 @@ type fixture struct {
 	after  string // the workspace after a direct run of the change
 	// templates of ws and st, restored before every crash
 	tmplWS, tmplST string
+	// runEnv is added to the environment of the run that stages the change
+	runEnv []string
 }
 
 // newFixture builds the change set of seed: a random tree of about paths
 // entries and a random script of about ops changes, staged with 'wtx run'.
 func newFixture(t testing.TB, seed uint64, paths, ops int) *fixture {
 	t.Helper()
+	return newFixtureWith(t, seed, paths, ops, nil)
+}
+
+// newFixtureWith is newFixture with runEnv added to the environment of the
+// 'wtx run' that stages the change set.
+func newFixtureWith(t testing.TB, seed uint64, paths, ops int, runEnv []string) *fixture {
+	t.Helper()
 	dir := scratch(t)
-	f := &fixture{t: t, bin: wtxtest.Binary(t, true), dir: dir,
+	f := &fixture{t: t, bin: wtxtest.Binary(t, true), dir: dir, runEnv: runEnv,
 		ws: filepath.Join(dir, "ws"), st: filepath.Join(dir, "st"),
 		tmplWS: filepath.Join(dir, "tmpl-ws"), tmplST: filepath.Join(dir, "tmpl-st")}
 	if err := os.Mkdir(f.ws, 0o755); err != nil {
@@ -119,8 +128,15 @@ func newFixture(t testing.TB, seed uint64, paths, ops int) *fixture {
 // setup in the workspace) and script.
 func newFixedFixture(t testing.TB, setup func(ws string), script string) *fixture {
 	t.Helper()
+	return newFixedFixtureWith(t, setup, script, nil)
+}
+
+// newFixedFixtureWith is newFixedFixture with runEnv added to the
+// environment of the 'wtx run' that stages the change set.
+func newFixedFixtureWith(t testing.TB, setup func(ws string), script string, runEnv []string) *fixture {
+	t.Helper()
 	dir := scratch(t)
-	f := &fixture{t: t, bin: wtxtest.Binary(t, true), dir: dir,
+	f := &fixture{t: t, bin: wtxtest.Binary(t, true), dir: dir, runEnv: runEnv,
 		ws: filepath.Join(dir, "ws"), st: filepath.Join(dir, "st"),
 		tmplWS: filepath.Join(dir, "tmpl-ws"), tmplST: filepath.Join(dir, "tmpl-st")}
 	if err := os.Mkdir(f.ws, 0o755); err != nil {
@@ -167,7 +183,7 @@ func (f *fixture) runScript(script string) string {
 	}
 	// The copy backend keeps the whole stage in plain files, so the
 	// templates can be copied (an overlay upper holds whiteouts and xattrs).
-	r := f.wtx(nil, "--json", "run", "--backend", "copy", "--", "sh", path)
+	r := f.wtx(f.runEnv, "--json", "run", "--backend", "copy", "--", "sh", path)
 	if r.code != 0 {
 		f.t.Fatalf("wtx run: %v\n%s", r, script)
 	}

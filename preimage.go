@@ -1,0 +1,84 @@
+package wtx
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/wtx-dev/wtx/internal/blob"
+	"github.com/wtx-dev/wtx/internal/failpoint"
+	"github.com/wtx-dev/wtx/internal/fsx"
+	"github.com/wtx-dev/wtx/internal/quote"
+	"github.com/wtx-dev/wtx/internal/tree"
+)
+
+// keepPreimages makes sure the content every change of todo displaces is
+// in the blob store before the op's journal is written, so that the op can
+// be undone: content the store holds intact already (a run keeps the base
+// content of what its command changed) is left alone, and any other is
+// copied into batch, checked against the object and digest the casReader
+// saw (ident); a damaged object is so replaced, and heals.
+// Each content is read and written once, however many paths held it.
+func keepPreimages(ctx context.Context, root *fsx.Root, store *blob.Store, batch *blob.Batch, todo []tree.Change, ident map[string]fsx.Stat) error {
+	if failpoint.Disabled("keep-preimage") {
+		return nil // negative control: an op that cannot be undone
+	}
+	kept := map[blob.Digest]bool{}
+	for _, c := range todo {
+		if c.Old == nil || c.Old.Type != tree.File {
+			continue
+		}
+		d := blob.Digest(c.Old.Digest)
+		if kept[d] || intact(store, d) {
+			continue
+		}
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		if err := copyPreimage(ctx, root, batch, c, ident[c.Path]); err != nil {
+			return err
+		}
+		kept[d] = true
+	}
+	return nil
+}
+
+// copyPreimage copies the file at c's path, which must still be the object
+// id the casReader saw holding c.Old, into batch. (WTX_DISABLE=cas, the
+// negative control of the compare-and-swap, stores whatever is there.)
+func copyPreimage(ctx context.Context, root *fsx.Root, batch *blob.Batch, c tree.Change, id fsx.Stat) error {
+	noCAS := failpoint.Disabled("cas")
+	changed := &Error{Code: CodeUnstable, Err: errBeingWritten,
+		Message: fmt.Sprintf("%s changed while it was applied; run the apply again", quote.Path(c.Path))}
+	d, err := root.OpenDir(tree.Parent(c.Path))
+	if err != nil {
+		return AsError(fmt.Errorf("store pre-image of %s: %w", quote.Path(c.Path), err))
+	}
+	defer d.Close()
+	f, err := d.OpenFile(tree.Base(c.Path))
+	if err != nil {
+		return AsError(fmt.Errorf("store pre-image of %s: %w", quote.Path(c.Path), err))
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return AsError(fmt.Errorf("store pre-image of %s: %w", quote.Path(c.Path), err))
+	}
+	if ino, _, ok := inodeOf(fi); !noCAS && (!ok || ino != id.Ino) {
+		return changed
+	}
+	got, _, err := batch.Put(ctx, f)
+	if err != nil {
+		return AsError(fmt.Errorf("store pre-image of %s: %w", quote.Path(c.Path), err))
+	}
+	if string(got) != c.Old.Digest && !noCAS {
+		return changed
+	}
+	return nil
+}
+
+// intact reports whether the blob store holds object d with its content
+// whole: a damaged object counts as missing, so that storing its content
+// again replaces it (heals it) instead of relying on it.
+func intact(store *blob.Store, d blob.Digest) bool {
+	return store.Verify(d) == nil
+}
