@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"runtime"
 	"sort"
+	"sync"
 	"syscall"
 
 	"github.com/wtx-dev/wtx/internal/blob"
@@ -456,8 +458,10 @@ func (x *executor) undoIn(rel string, fn func(d *fsx.Dir) error) func() error {
 // prepareTemps writes the new content of every file and symlink the plan
 // writes under its temporary name before any step runs, in every directory
 // that exists already, and makes them durable together. Steps whose
-// directory the plan creates make their own temporary file, synced, when
-// they run.
+// directory the plan creates make their own temporary file when they run
+// (see land). The files are written by a few workers, a directory at a
+// time each: creating a file is, on many file systems, kernel time that
+// spreads over the cores.
 func (x *executor) prepareTemps(recs []journal.Record) error {
 	x.pretemps = map[string]string{}
 	made := map[string]bool{}
@@ -474,28 +478,86 @@ func (x *executor) prepareTemps(recs []journal.Record) error {
 		}
 		return false
 	}
-	var files []string
-	dirs := fsx.NewDirCache(x.root)
-	defer dirs.Close()
+	// The records to prepare, one batch per directory.
+	var batches [][]journal.Record
+	at := map[string]int{}
 	for _, r := range recs {
 		if (r.Step.Kind != tree.StepWrite && r.Step.Kind != tree.StepSymlink) || inNewDir(r.Step.Path) {
 			continue
 		}
-		d, err := dirs.Open(tree.Parent(r.Step.Path))
-		if err != nil {
-			return err
+		dir := tree.Parent(r.Step.Path)
+		i, ok := at[dir]
+		if !ok {
+			i = len(batches)
+			at[dir] = i
+			batches = append(batches, nil)
 		}
-		tmp, err := writeTemp(x.blobs, d, r.Step.New, r.Tmp, false)
-		if err != nil {
-			return err
+		batches[i] = append(batches[i], r)
+	}
+	var (
+		mu       sync.Mutex
+		files    []string
+		firstErr error
+		wg       sync.WaitGroup
+	)
+	jobs := make(chan []journal.Record)
+	for range min(runtime.GOMAXPROCS(0), len(batches), maxPrepareWorkers) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			dirs := fsx.NewDirCache(x.root)
+			defer dirs.Close()
+			for batch := range jobs {
+				for _, r := range batch {
+					tmp, err := x.prepareTemp(dirs, r)
+					mu.Lock()
+					if err != nil && firstErr == nil {
+						firstErr = err
+					}
+					if err == nil {
+						x.pretemps[r.Tmp] = tmp
+						if r.Step.Kind == tree.StepWrite {
+							files = append(files, tree.Parent(r.Step.Path)+"\x00"+tmp)
+						}
+					}
+					stop := firstErr != nil
+					mu.Unlock()
+					if stop {
+						break
+					}
+					failpoint.Hit("apply:temp-prepared")
+				}
+			}
+		}()
+	}
+	for _, b := range batches {
+		mu.Lock()
+		stop := firstErr != nil
+		mu.Unlock()
+		if stop {
+			break
 		}
-		x.pretemps[r.Tmp] = tmp
-		if r.Step.Kind == tree.StepWrite {
-			files = append(files, tree.Parent(r.Step.Path)+"\x00"+tmp)
-		}
-		failpoint.Hit("apply:temp-prepared")
+		jobs <- b
+	}
+	close(jobs)
+	wg.Wait()
+	if firstErr != nil {
+		return firstErr // what was prepared is in pretemps: dropPretemps removes it
 	}
 	return syncFiles(x.root, files)
+}
+
+// maxPrepareWorkers bounds the workers of prepareTemps.
+const maxPrepareWorkers = 8
+
+// prepareTemp writes the temporary file of r in its directory, taken from
+// dirs.
+func (x *executor) prepareTemp(dirs *fsx.DirCache, r journal.Record) (string, error) {
+	d, err := dirs.Open(tree.Parent(r.Step.Path))
+	if err != nil {
+		return "", err
+	}
+	return writeTemp(x.blobs, d, r.Step.New, r.Tmp, false)
 }
 
 // dropPretemps removes the prepared temporary files no step consumed. It
