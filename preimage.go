@@ -3,6 +3,9 @@ package wtx
 import (
 	"context"
 	"fmt"
+	"runtime"
+	"sync"
+	"sync/atomic"
 
 	"github.com/wtx-dev/wtx/internal/blob"
 	"github.com/wtx-dev/wtx/internal/failpoint"
@@ -22,13 +25,24 @@ func keepPreimages(ctx context.Context, root *fsx.Root, store *blob.Store, batch
 	if failpoint.Disabled("keep-preimage") {
 		return nil // negative control: an op that cannot be undone
 	}
-	kept := map[blob.Digest]bool{}
+	var digests []blob.Digest
+	seen := map[blob.Digest]bool{}
+	for _, c := range todo {
+		if c.Old == nil || c.Old.Type != tree.File {
+			continue
+		}
+		if d := blob.Digest(c.Old.Digest); !seen[d] {
+			seen[d] = true
+			digests = append(digests, d)
+		}
+	}
+	kept := allIntact(store, digests)
 	for _, c := range todo {
 		if c.Old == nil || c.Old.Type != tree.File {
 			continue
 		}
 		d := blob.Digest(c.Old.Digest)
-		if kept[d] || intact(store, d) {
+		if kept[d] {
 			continue
 		}
 		if err := ctx.Err(); err != nil {
@@ -40,6 +54,29 @@ func keepPreimages(ctx context.Context, root *fsx.Root, store *blob.Store, batch
 		kept[d] = true
 	}
 	return nil
+}
+
+// allIntact reports which of digests the blob store holds intact (see
+// intact), verified by a few workers: it reads and hashes every object.
+func allIntact(store *blob.Store, digests []blob.Digest) map[blob.Digest]bool {
+	ok := make([]bool, len(digests))
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range min(runtime.GOMAXPROCS(0), len(digests), 8) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := int(next.Add(1) - 1); i < len(digests); i = int(next.Add(1) - 1) {
+				ok[i] = intact(store, digests[i])
+			}
+		}()
+	}
+	wg.Wait()
+	out := make(map[blob.Digest]bool, len(digests))
+	for i, d := range digests {
+		out[d] = ok[i]
+	}
+	return out
 }
 
 // copyPreimage copies the file at c's path, which must still be the object
