@@ -113,7 +113,12 @@ func (x *executor) execute(ctx context.Context, recs []journal.Record) (err erro
 		}
 		if len(uerrs) > 0 {
 			err = &Error{Code: CodeInternal,
-				Message: fmt.Sprintf("apply failed (%v) and could not be fully undone: %v", err, errors.Join(uerrs...))}
+				Message: fmt.Sprintf("apply failed (%v) and could not be fully undone: %v; the journal is kept for recovery", err, errors.Join(uerrs...))}
+			return
+		}
+		var e *Error
+		if errors.As(err, &e) && e.Code == CodeTargetChanged {
+			e.Message += "; nothing was written" // only now is it so
 		}
 	}()
 	for i, r := range recs {
@@ -165,13 +170,29 @@ func (x *executor) execute(ctx context.Context, recs []journal.Record) (err erro
 	return nil
 }
 
+// landOne renames one pending new file to its name.
+func (x *executor) landOne(pw *pendingWrite) error {
+	d, err := x.root.OpenDir(tree.Parent(pw.path))
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	if err := d.RenameNoReplace(pw.tmp, d, tree.Base(pw.path)); err != nil {
+		if errors.Is(err, fs.ErrExist) {
+			return &Conflict{Path: pw.path, Kind: "created"}
+		}
+		return err
+	}
+	return nil
+}
+
 // stepError is the error of a failed step: a refusal when what it met was
 // changed outside the stage.
 func stepError(st tree.Step, err error) error {
 	var cf *Conflict
 	if errors.As(err, &cf) {
 		return &Error{Code: CodeTargetChanged,
-			Message:   fmt.Sprintf("%s changed outside the stage while it was applied (%s); nothing was written", quote.Path(cf.Path), cf.Kind),
+			Message:   fmt.Sprintf("%s changed outside the stage while it was applied (%s)", quote.Path(cf.Path), cf.Kind),
 			Conflicts: []Conflict{*cf}}
 	}
 	return AsError(fmt.Errorf("apply %s %s: %w", st.Kind, st.Path, err))
@@ -180,7 +201,8 @@ func stepError(st tree.Step, err error) error {
 // land renames the pending new files to their names, once one sync made
 // all their content durable: as with the temporary files prepareTemps
 // makes, a name never holds content that a power loss could undo. Each
-// directory is opened once.
+// rename opens its directory afresh, beneath the root, as a step does: a
+// directory moved out of the workspace meanwhile is not followed.
 func (x *executor) land() error {
 	if len(x.pending) == 0 {
 		return nil
@@ -192,19 +214,9 @@ func (x *executor) land() error {
 	if err := syncFiles(x.root, temps); err != nil {
 		return AsError(fmt.Errorf("sync the new files: %w", err))
 	}
-	dirs := fsx.NewDirCache(x.root)
-	defer dirs.Close()
 	for _, pw := range x.pending {
-		st := tree.Step{Kind: tree.StepWrite, Path: pw.path}
-		d, err := dirs.Open(tree.Parent(pw.path))
-		if err != nil {
-			return stepError(st, err)
-		}
-		if err := d.RenameNoReplace(pw.tmp, d, tree.Base(pw.path)); err != nil {
-			if errors.Is(err, fs.ErrExist) {
-				err = &Conflict{Path: pw.path, Kind: "created"}
-			}
-			return stepError(st, err)
+		if err := x.landOne(pw); err != nil {
+			return stepError(tree.Step{Kind: tree.StepWrite, Path: pw.path}, err)
 		}
 		pw.landed = true
 		failpoint.Hit("apply:landed")
@@ -245,7 +257,7 @@ func (x *executor) step(r journal.Record) (func() error, error) {
 // goes too.
 func (x *executor) remove(d *fsx.Dir, r journal.Record) (func() error, error) {
 	st, name, tmp := r.Step, tree.Base(r.Step.Path), r.Tmp
-	if err := x.same(d, st.Path, name); err != nil {
+	if err := x.untouched(d, st.Path, name); err != nil {
 		return nil, err
 	}
 	if err := d.RenameNoReplace(name, d, tmp); err != nil {
@@ -349,6 +361,10 @@ func (x *executor) write(d *fsx.Dir, r journal.Record) (func() error, error) {
 		}
 		return x.undoIn(st.Path, func(d *fsx.Dir) error { return d.Unlink(name) }), nil
 	}
+	if err := x.untouched(d, st.Path, name); err != nil {
+		_ = d.Unlink(tmp) // best effort: a leftover is the journal's to remove
+		return nil, err
+	}
 	if err := d.Exchange(tmp, d, name); err != nil {
 		_ = d.Unlink(tmp) // best effort: a leftover is the journal's to remove
 		if errors.Is(err, fs.ErrNotExist) {
@@ -379,7 +395,7 @@ func (x *executor) write(d *fsx.Dir, r journal.Record) (func() error, error) {
 // chmod changes a file's permission bits.
 func (x *executor) chmod(d *fsx.Dir, r journal.Record) (func() error, error) {
 	st, name := r.Step, tree.Base(r.Step.Path)
-	if err := x.same(d, st.Path, name); err != nil {
+	if err := x.untouched(d, st.Path, name); err != nil {
 		return nil, err
 	}
 	if err := d.Chmod(name, fs.FileMode(st.New.Perm)); err != nil {
@@ -406,6 +422,20 @@ func (x *executor) dirPerm(d *fsx.Dir, r journal.Record) (func() error, error) {
 // same checks that name in d is the object the casReader saw at rel: the
 // swap half of the compare-and-swap.
 func (x *executor) same(d *fsx.Dir, rel, name string) error {
+	return x.matches(d, rel, name, false)
+}
+
+// untouched is same for an object wtx has not renamed yet: a file or
+// symlink with no other hard link must also have the change time the check
+// saw, so that a write into it in place that restored its size and mtime
+// is caught too. (A rename changes the change time, so does a step on
+// another link of the same file, and a directory's changes with its
+// entries: none of those is compared by this.)
+func (x *executor) untouched(d *fsx.Dir, rel, name string) error {
+	return x.matches(d, rel, name, true)
+}
+
+func (x *executor) matches(d *fsx.Dir, rel, name string, strict bool) error {
 	st, err := d.Lstat(name)
 	if errors.Is(err, fs.ErrNotExist) {
 		return &Conflict{Path: rel, Kind: "deleted"}
@@ -421,6 +451,8 @@ func (x *executor) same(d *fsx.Dir, rel, name string) error {
 	case !ok, want.Ino != st.Ino, want.Mode.Type() != st.Mode.Type(),
 		st.Mode.IsRegular() && (want.Size != st.Size || want.Mtime != st.Mtime):
 		return &Conflict{Path: rel, Kind: "modified"}
+	case strict && !st.Mode.IsDir() && want.Nlink == 1 && st.Nlink == 1 && want.Ctime != st.Ctime:
+		return &Conflict{Path: rel, Kind: "modified", Detail: "changed in place while the apply ran"}
 	}
 	return nil
 }
@@ -461,7 +493,7 @@ func (x *executor) undoIn(rel string, fn func(d *fsx.Dir) error) func() error {
 // directory the plan creates make their own temporary file when they run
 // (see land). The files are written by a few workers, a directory at a
 // time each: creating a file is, on many file systems, kernel time that
-// spreads over the cores.
+// spreads over the cores. Each file opens its directory afresh.
 func (x *executor) prepareTemps(recs []journal.Record) error {
 	x.pretemps = map[string]string{}
 	made := map[string]bool{}
@@ -505,11 +537,9 @@ func (x *executor) prepareTemps(recs []journal.Record) error {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			dirs := fsx.NewDirCache(x.root)
-			defer dirs.Close()
 			for batch := range jobs {
 				for _, r := range batch {
-					tmp, err := x.prepareTemp(dirs, r)
+					tmp, err := x.prepareTemp(r)
 					mu.Lock()
 					if err != nil && firstErr == nil {
 						firstErr = err
@@ -550,13 +580,15 @@ func (x *executor) prepareTemps(recs []journal.Record) error {
 // maxPrepareWorkers bounds the workers of prepareTemps.
 const maxPrepareWorkers = 8
 
-// prepareTemp writes the temporary file of r in its directory, taken from
-// dirs.
-func (x *executor) prepareTemp(dirs *fsx.DirCache, r journal.Record) (string, error) {
-	d, err := dirs.Open(tree.Parent(r.Step.Path))
+// prepareTemp writes the temporary file of r in its directory, opened
+// afresh beneath the root (what wtx writes never follows a directory that
+// moved out of the workspace since it was last looked up).
+func (x *executor) prepareTemp(r journal.Record) (string, error) {
+	d, err := x.root.OpenDir(tree.Parent(r.Step.Path))
 	if err != nil {
 		return "", err
 	}
+	defer d.Close()
 	return writeTemp(x.blobs, d, r.Step.New, r.Tmp, false)
 }
 
