@@ -648,7 +648,7 @@ func (x *executor) cleanup() bool {
 			if st, serr := d.Lstat(t.name); serr == nil && st.Mode.IsDir() {
 				remove = d.Rmdir
 			}
-			if err := remove(t.name); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			if err := removeOpening(d, t.name, remove); err != nil && !errors.Is(err, fs.ErrNotExist) {
 				clean = false
 			}
 			failpoint.Hit("apply:cleanup")
@@ -660,6 +660,28 @@ func (x *executor) cleanup() bool {
 		return false
 	}
 	return clean
+}
+
+// removeOpening removes name from d with remove. A directory the op itself
+// closed to its owner (read-only, made so by its last steps) refuses an
+// ordinary user's removal of wtx's own temporary names in it: then the
+// directory gets its owner's write and search bits for the removal and its
+// mode back after it. (A crash in between leaves those bits; the recovery
+// that finishes the op puts the mode its journal recorded back.)
+func removeOpening(d *fsx.Dir, name string, remove func(string) error) error {
+	err := remove(name)
+	if !errors.Is(err, fs.ErrPermission) || failpoint.Disabled("open-to-clean") {
+		return err
+	}
+	perm, perr := d.Perm()
+	if perr != nil || perm&0o300 == 0o300 {
+		return err // not for want of the owner's bits
+	}
+	if err := d.SetPerm(perm | 0o300); err != nil {
+		return err
+	}
+	err = remove(name)
+	return errors.Join(err, d.SetPerm(perm))
 }
 
 // restoreEntry recreates a removed file or symlink from its pre-image (a

@@ -314,6 +314,7 @@ func (w *Workspace) rollForward(ctx context.Context, j *journal.Journal) (unsett
 		w.progress(PhaseRecover, done, len(left))
 		failpoint.Hit("recover:forward-cleanup")
 	}
+	errs = append(errs, reclose(root, j.Records)...)
 	if len(errs) > 0 {
 		// The journal stays: the next recovery removes them.
 		return "", stepsFailed(j.OpID, "finish", errs)
@@ -337,6 +338,36 @@ func (w *Workspace) rollForward(ctx context.Context, j *journal.Journal) (unsett
 		return "", stateIOError(w.stateDir, "remove the finished journal of "+j.OpID, err)
 	}
 	return unsettled, nil
+}
+
+// reclose gives back its recorded mode to each directory of a committed op
+// that holds it but for the owner's write and search bits: what a cleanup
+// cut short left when it had opened the directory to remove wtx's names in
+// it (see removeOpening). A directory in any other state is left alone.
+func reclose(root *fsx.Root, recs []journal.Record) []error {
+	var errs []error
+	for _, r := range recs {
+		if r.Step.Kind != tree.StepDirPerm || r.Step.New == nil {
+			continue
+		}
+		want := fs.FileMode(r.Step.New.Perm).Perm()
+		if want&0o300 == 0o300 {
+			continue // never closed: nothing was opened
+		}
+		d, err := root.OpenDir(r.Step.Path)
+		if err != nil {
+			continue // gone or replaced since: not ours to change
+		}
+		cur, err := d.Perm()
+		if err == nil && cur.Perm() != want && cur.Perm()&^0o300 == want&^0o300 {
+			err = d.SetPerm(cur&^fs.ModePerm | want)
+		}
+		d.Close()
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", quote.Path(r.Step.Path), err))
+		}
+	}
+	return errs
 }
 
 // stepsFailed reports every step of op's recovery that failed: the journal
@@ -840,7 +871,7 @@ func tempsWithPrefix(d *fsx.Dir, prefix string) ([]string, error) {
 func removeNames(d *fsx.Dir, names []string) error {
 	var errs []error
 	for _, n := range names {
-		if err := d.Unlink(n); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		if err := removeOpening(d, n, d.Unlink); err != nil && !errors.Is(err, fs.ErrNotExist) {
 			errs = append(errs, fmt.Errorf("remove %s: %w", quote.Path(n), err))
 		}
 	}

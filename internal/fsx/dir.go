@@ -376,6 +376,24 @@ const (
 	renameExchange                    // swap the two entries
 )
 
+// Perm returns the directory's own permission bits, setuid, setgid and
+// sticky included.
+func (d *Dir) Perm() (fs.FileMode, error) {
+	st, err := fstat(d.fd)
+	if err != nil {
+		return 0, &fs.PathError{Op: "fstat", Path: d.rel, Err: err}
+	}
+	return fileMode(uint32(st.Mode)) & (fs.ModePerm | fs.ModeSetuid | fs.ModeSetgid | fs.ModeSticky), nil
+}
+
+// SetPerm sets the directory's own permission bits (fchmod of its handle).
+func (d *Dir) SetPerm(perm fs.FileMode) error {
+	if err := ignoringEINTR(func() error { return unix.Fchmod(d.fd, unixPerm(perm)) }); err != nil {
+		return &fs.PathError{Op: "chmod", Path: d.rel, Err: err}
+	}
+	return nil
+}
+
 // Sync flushes the directory to stable storage.
 func (d *Dir) Sync() error {
 	if err := fsync(d.fd); err != nil {
