@@ -490,25 +490,29 @@ func (x *executor) undoIn(rel string, fn func(d *fsx.Dir) error) func() error {
 // prepareTemps writes the new content of every file and symlink the plan
 // writes under its temporary name before any step runs, in every directory
 // that exists already, and makes them durable together. Steps whose
-// directory the plan creates make their own temporary file when they run
-// (see land). The files are written by a few workers, a directory at a
+// directory the plan creates (or opens to its owner) make their own
+// temporary file when they run (see land). The files are written by a few workers, a directory at a
 // time each: creating a file is, on many file systems, kernel time that
 // spreads over the cores. Each file opens its directory afresh.
 func (x *executor) prepareTemps(recs []journal.Record) error {
 	x.pretemps = map[string]string{}
+	// Directories the plan makes, or opens to their owner in its first
+	// steps, cannot take a temporary file before the steps run.
 	made := map[string]bool{}
 	for _, r := range recs {
-		if r.Step.Kind == tree.StepMkdir {
+		if r.Step.Kind == tree.StepMkdir || r.Step.Opens() {
 			made[r.Step.Path] = true
 		}
 	}
 	inNewDir := func(p string) bool {
-		for d := tree.Parent(p); d != "."; d = tree.Parent(d) {
+		for d := tree.Parent(p); ; d = tree.Parent(d) {
 			if made[d] {
 				return true
 			}
+			if d == "." {
+				return false
+			}
 		}
-		return false
 	}
 	// The records to prepare, one batch per directory.
 	var batches [][]journal.Record

@@ -40,18 +40,28 @@ type Step struct {
 	New  *Entry
 }
 
-// Plan orders the steps that apply changes: removals deepest first, then
-// creations and replacements parents first, then directory permission bits
-// children first (so a read-only directory is closed only after its contents
-// are in place).
+// Plan orders the steps that apply changes: first the directories that
+// become open to their owner (permission bits that give the owner write and
+// search where it lacked either, and an owner-closed directory that goes,
+// opened to 0700 so that its entries can be removed), parents first; then
+// removals deepest first; then creations and replacements parents first;
+// then the remaining directory permission bits children first (so a
+// read-only directory is closed only after its contents are in place). An
+// owner who is not root can so apply, and undo, a change of directories it
+// owns whatever their modes.
 func Plan(changes []Change) []Step {
 	cs := append([]Change(nil), changes...)
 	SortChanges(cs)
-	var removals, builds, perms []Step
+	var opens, removals, builds, perms []Step
 	for i := range cs {
 		c := &cs[i]
 		old, nw := c.Old, c.New
 		replaced := old != nil && (nw == nil || old.Type != nw.Type)
+		if replaced && old.Type == Dir && !ownerOpen(old.Perm) {
+			open := *old
+			open.Perm |= 0o700
+			opens = append(opens, Step{Kind: StepDirPerm, Path: c.Path, Old: old, New: &open})
+		}
 		if replaced {
 			k := StepRemove
 			if old.Type == Dir {
@@ -68,6 +78,8 @@ func Plan(changes []Change) []Step {
 			if old == nil {
 				builds = append(builds, Step{Kind: StepMkdir, Path: c.Path, New: nw})
 				perms = append(perms, Step{Kind: StepDirPerm, Path: c.Path, Old: nw, New: nw})
+			} else if old.Perm != nw.Perm && !ownerOpen(old.Perm) && ownerOpen(nw.Perm) {
+				opens = append(opens, Step{Kind: StepDirPerm, Path: c.Path, Old: old, New: nw})
 			} else if old.Perm != nw.Perm {
 				perms = append(perms, Step{Kind: StepDirPerm, Path: c.Path, Old: old, New: nw})
 			}
@@ -85,8 +97,19 @@ func Plan(changes []Change) []Step {
 	}
 	sort.SliceStable(removals, func(i, j int) bool { return removals[i].Path > removals[j].Path })
 	sort.SliceStable(perms, func(i, j int) bool { return perms[i].Path > perms[j].Path })
-	out := make([]Step, 0, len(removals)+len(builds)+len(perms))
+	out := make([]Step, 0, len(opens)+len(removals)+len(builds)+len(perms))
+	out = append(out, opens...) // parents first: cs is sorted
 	out = append(out, removals...)
 	out = append(out, builds...)
 	return append(out, perms...)
+}
+
+// ownerOpen reports whether directory permission bits perm let the owner
+// write in the directory and search it.
+func ownerOpen(perm uint32) bool { return perm&0o300 == 0o300 }
+
+// Opens reports whether st is a step of a plan's first phase: a directory
+// opened to its owner before anything else runs.
+func (st Step) Opens() bool {
+	return st.Kind == StepDirPerm && st.Old != nil && st.New != nil && !ownerOpen(st.Old.Perm) && ownerOpen(st.New.Perm)
 }

@@ -5,11 +5,13 @@ import (
 	"testing"
 )
 
-func phase(k StepKind) int {
-	switch k {
-	case StepRemove, StepRmdir:
+func phase(s Step) int {
+	switch {
+	case s.Opens():
+		return -1
+	case s.Kind == StepRemove, s.Kind == StepRmdir:
 		return 0
-	case StepDirPerm:
+	case s.Kind == StepDirPerm:
 		return 2
 	}
 	return 1
@@ -27,18 +29,18 @@ func checkPlanOrder(t *testing.T, steps []Step) {
 		}
 	}
 	for i, s := range steps {
-		if i > 0 && phase(steps[i-1].Kind) > phase(s.Kind) {
+		if i > 0 && phase(steps[i-1]) > phase(s) {
 			t.Errorf("step %d %s %s comes after %s %s", i, s.Kind, s.Path, steps[i-1].Kind, steps[i-1].Path)
 		}
 		for j := i + 1; j < len(steps); j++ {
 			l := steps[j]
-			if phase(s.Kind) == 0 && phase(l.Kind) == 0 && l.Path != s.Path && IsUnder(l.Path, s.Path) {
+			if phase(s) == 0 && phase(l) == 0 && l.Path != s.Path && IsUnder(l.Path, s.Path) {
 				t.Errorf("removal of %s (step %d) precedes removal of its descendant %s (step %d)", s.Path, i, l.Path, j)
 			}
-			if s.Kind == StepDirPerm && l.Kind == StepDirPerm && l.Path != s.Path && IsUnder(l.Path, s.Path) {
+			if phase(s) == 2 && phase(l) == 2 && l.Path != s.Path && IsUnder(l.Path, s.Path) {
 				t.Errorf("dirperm of %s (step %d) precedes dirperm of its descendant %s (step %d)", s.Path, i, l.Path, j)
 			}
-			if phase(s.Kind) == phase(l.Kind) && s.Path == l.Path {
+			if phase(s) == phase(l) && s.Path == l.Path {
 				t.Errorf("%s has two steps in one phase: %s and %s", s.Path, s.Kind, l.Kind)
 			}
 		}
@@ -104,6 +106,20 @@ func TestPlanCases(t *testing.T) {
 			{Path: "o/b", Action: Deleted, Old: d("o/b", 0o755)},
 			{Path: "o/b/c", Action: Deleted, Old: l("o/b/c", "x")},
 		}, []want{{StepRemove, "o/b/c"}, {StepRmdir, "o/b"}, {StepRemove, "o/a"}, {StepRmdir, "o"}}},
+		{"a read-only directory opened and written in", []Change{
+			{Path: "ro", Action: Modified, Old: d("ro", 0o555), New: d("ro", 0o755)},
+			{Path: "ro/new", Action: Added, New: f("ro/new", 0o644, "sha256:1")},
+			{Path: "ro/old", Action: Deleted, Old: f("ro/old", 0o644, "sha256:2")},
+		}, []want{{StepDirPerm, "ro"}, {StepRemove, "ro/old"}, {StepWrite, "ro/new"}}},
+		{"a read-only tree removed", []Change{
+			{Path: "t", Action: Deleted, Old: d("t", 0o555)},
+			{Path: "t/u", Action: Deleted, Old: d("t/u", 0o500)},
+			{Path: "t/u/f", Action: Deleted, Old: f("t/u/f", 0o444, "sha256:1")},
+		}, []want{{StepDirPerm, "t"}, {StepDirPerm, "t/u"}, {StepRemove, "t/u/f"}, {StepRmdir, "t/u"}, {StepRmdir, "t"}}},
+		{"a directory closed after it is written in", []Change{
+			{Path: "c", Action: Modified, Old: d("c", 0o755), New: d("c", 0o555)},
+			{Path: "c/new", Action: Added, New: f("c/new", 0o644, "sha256:1")},
+		}, []want{{StepWrite, "c/new"}, {StepDirPerm, "c"}}},
 		{"unsorted input", []Change{
 			{Path: "n/f", Action: Added, New: f("n/f", 0o644, "sha256:1")},
 			{Path: "n", Action: Added, New: d("n", 0o755)},
