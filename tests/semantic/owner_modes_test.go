@@ -4,7 +4,6 @@ package semantic
 
 import (
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -24,47 +23,20 @@ import (
 func TestOwnerAppliesAndUndoesDirectoryModes(t *testing.T) {
 	for _, id := range identities(t) {
 		t.Run(id.name, func(t *testing.T) {
-			base, err := os.MkdirTemp("", "wtx-modes-")
-			mustDo(t, err)
-			t.Cleanup(func() {
-				_ = filepath.Walk(base, func(p string, fi os.FileInfo, err error) error {
-					if err == nil && fi.IsDir() {
-						_ = os.Chmod(p, 0o755) // so that the tree can go
-					}
-					return nil
-				})
-				removeUnmounted(t, base)
+			r := newOwnerRig(t, id, false, func(ws string) {
+				for _, d := range []string{"rw", "ro"} {
+					mustDo(t, os.MkdirAll(filepath.Join(ws, d), 0o755))
+					mustDo(t, os.WriteFile(filepath.Join(ws, d, "o"), []byte("o\n"), 0o644))
+				}
+				mustDo(t, os.Chmod(filepath.Join(ws, "ro"), 0o555))
 			})
-			mustDo(t, os.Chmod(base, 0o755))
-			ws, state, bin := filepath.Join(base, "ws"), filepath.Join(base, "state"), filepath.Join(base, "wtx")
-			for _, d := range []string{"rw", "ro"} {
-				mustDo(t, os.MkdirAll(filepath.Join(ws, d), 0o755))
-				mustDo(t, os.WriteFile(filepath.Join(ws, d, "o"), []byte("o\n"), 0o644))
-			}
-			mustDo(t, os.Chmod(filepath.Join(ws, "ro"), 0o555))
-			mustDo(t, os.Mkdir(state, 0o700))
-			copyExec(t, wtxtest.Binary(t, false), bin)
-			if id.uid != os.Geteuid() {
-				for _, p := range []string{ws, state} {
-					mustDo(t, filepath.Walk(p, func(p string, _ os.FileInfo, err error) error {
-						if err != nil {
-							return err
-						}
-						return os.Lchown(p, id.uid, id.uid)
-					}))
-				}
-			}
+			ws := r.ws
 			run := func(args ...string) (int, string) {
-				argv := append(append(append([]string{}, id.prefix...), bin, "-C", ws), args...)
-				cmd := exec.Command(argv[0], argv[1:]...)
-				cmd.Env = append(os.Environ(), "WTX_STATE_DIR="+state, "HOME="+state)
-				b, err := cmd.Output()
-				if ee, ok := err.(*exec.ExitError); ok {
-					return ee.ExitCode(), string(b) + string(ee.Stderr)
-				} else if err != nil {
-					t.Fatal(err)
+				code, out, errs := r.run(t, nil, args...)
+				if code != 0 {
+					out += errs
 				}
-				return 0, string(b)
+				return code, out
 			}
 			before := wtxtest.MustSnapshot(t, ws)
 			code, out := run("--json", "run", "--backend", "copy", "--", "sh", "-c",
