@@ -99,13 +99,15 @@ func (v *cloneView) Prepare(cmd *exec.Cmd, opts RunOptions) error {
 // Scan walks the view, hashes the files whose stat tuple moved, and fills
 // the base digests the change set needs from the workspace.
 func (v *cloneView) Scan(ctx context.Context, base *tree.Manifest, exclude tree.Selectors) ([]tree.Entry, error) {
-	es, err := scanTree(ctx, v.root, base, exclude, true, &v.leftOutSet)
+	cache := openDigestCache(filepath.Dir(v.root), filepath.Dir(v.root))
+	es, err := scanTree(ctx, v.root, base, exclude, true, &v.leftOutSet, cache)
 	if err != nil {
 		return nil, err
 	}
-	if err := fillBaseDigests(ctx, v.workspace, base, es); err != nil {
+	if err := fillBaseDigests(ctx, v.workspace, base, es, cache); err != nil {
 		return nil, err
 	}
+	cache.save()
 	return es, nil
 }
 

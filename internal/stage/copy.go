@@ -302,23 +302,30 @@ func (v *copyView) Readlink(rel string) (string, error) {
 
 // Scan walks the view and hashes only the files whose stat tuple moved.
 func (v *copyView) Scan(ctx context.Context, base *tree.Manifest, exclude tree.Selectors) ([]tree.Entry, error) {
-	return scanTree(ctx, v.root, base, exclude, true, &v.leftOutSet)
+	cache := openDigestCache(filepath.Dir(v.root), filepath.Dir(v.root))
+	es, err := scanTree(ctx, v.root, base, exclude, true, &v.leftOutSet, cache)
+	if err != nil {
+		return nil, err
+	}
+	cache.save()
+	return es, nil
 }
 
 // scanTree lists the tree at dir. When viewTuples is set, a file whose
 // stat tuple equals the base entry's View tuple (and is not racy) takes the
-// base digest; otherwise it is hashed.
+// base digest; otherwise its digest comes from cache when it knows the
+// file at its tuple, or it is hashed.
 //
 // The view holds nothing the exclude selectors cover when it is made, so
 // whatever they cover in it now a command wrote: it is left out, and
 // recorded in leftOut.
-func scanTree(ctx context.Context, dir string, base *tree.Manifest, exclude tree.Selectors, viewTuples bool, leftOut *leftOutSet) ([]tree.Entry, error) {
+func scanTree(ctx context.Context, dir string, base *tree.Manifest, exclude tree.Selectors, viewTuples bool, leftOut *leftOutSet, cache *digestCache) ([]tree.Entry, error) {
 	root, err := fsx.OpenRoot(dir)
 	if err != nil {
 		return nil, err
 	}
 	defer root.Close()
-	var entries []*tree.Entry
+	var entries, hashed []*tree.Entry
 	pool := newDigestPool("scan")
 	leftOut.reset()
 	werr := walkView(ctx, root, exclude, leftOut.excludedVisit(), func(rel string, d *fsx.Dir, name string, st fsx.Stat) error {
@@ -342,12 +349,16 @@ func scanTree(ctx context.Context, dir string, base *tree.Manifest, exclude tree
 				// Unchanged since staging; a lazy backend may not know
 				// the digest yet.
 				ep.Digest, ep.Unchanged = b.Digest, b.Digest == ""
+			} else if dg, ok := cache.lookup(sideView, rel, ep.View); ok {
+				ep.Digest = dg
 			} else {
+				cache.takeFence()
 				f, err := d.OpenFile(name)
 				if err != nil {
 					return fmt.Errorf("scan %s: %w", rel, err)
 				}
 				pool.jobs <- hashJob{e: ep, f: f}
+				hashed = append(hashed, ep)
 			}
 		}
 		entries = append(entries, ep)
@@ -359,6 +370,9 @@ func scanTree(ctx context.Context, dir string, base *tree.Manifest, exclude tree
 	}
 	if err := errors.Join(werr, perr); err != nil {
 		return nil, err
+	}
+	for _, e := range hashed {
+		cache.learn(sideView, e.Path, e.View, e.Digest)
 	}
 	out := make([]tree.Entry, len(entries))
 	for i, e := range entries {

@@ -38,8 +38,9 @@ func hashRacy(ctx context.Context, m *tree.Manifest, open func(e *tree.Entry) (*
 // base files that the change between base and view touches: files deleted,
 // replaced, or modified in the view. A workspace file whose stat tuple moved
 // since the manifest (or is racy) is left with an unknown digest: it has
-// drifted, and apply will refuse it.
-func fillBaseDigests(ctx context.Context, workspace string, base *tree.Manifest, view []tree.Entry) error {
+// drifted, and apply will refuse it. A digest cache keeps each digest
+// found at its base tuple, so the next scan does not read the file again.
+func fillBaseDigests(ctx context.Context, workspace string, base *tree.Manifest, view []tree.Entry, cache *digestCache) error {
 	var need []*tree.Entry
 	i, j := 0, 0
 	for i < len(base.Entries) {
@@ -53,6 +54,12 @@ func fillBaseDigests(ctx context.Context, workspace string, base *tree.Manifest,
 		}
 		if j < len(view) && view[j].Path == b.Path {
 			if v := &view[j]; v.Unchanged || (v.Type == tree.File && v.Digest == "") {
+				continue
+			}
+		}
+		if b.WS != (tree.Stat{}) && !base.WSRacy(b) {
+			if d, ok := cache.lookup(sideBase, b.Path, b.WS); ok {
+				b.Digest = d
 				continue
 			}
 		}
@@ -96,7 +103,15 @@ func fillBaseDigests(ctx context.Context, workspace string, base *tree.Manifest,
 		}
 		pool.jobs <- hashJob{e: b, f: f}
 	}
-	return errors.Join(err, pool.wait())
+	if err = errors.Join(err, pool.wait()); err != nil {
+		return err
+	}
+	for _, b := range need {
+		if b.Digest != "" && b.WS != (tree.Stat{}) && !base.WSRacy(b) {
+			cache.learn(sideBase, b.Path, b.WS, b.Digest)
+		}
+	}
+	return nil
 }
 
 // sameWSTuple reports whether the open file f still has e's workspace tuple.

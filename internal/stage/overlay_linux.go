@@ -382,7 +382,8 @@ type upperNode struct {
 func (v *overlayView) Scan(ctx context.Context, base *tree.Manifest, exclude tree.Selectors) ([]tree.Entry, error) {
 	hide := append(append(tree.Selectors(nil), exclude...), v.hidden...)
 	v.leftOutSet.reset()
-	nodes, err := v.readUpper(ctx, hide, v.excludedWrite(exclude))
+	cache := openDigestCache(v.dir, v.dir)
+	nodes, err := v.readUpper(ctx, hide, v.excludedWrite(exclude), cache)
 	if err != nil {
 		return nil, err
 	}
@@ -455,9 +456,10 @@ func (v *overlayView) Scan(ctx context.Context, base *tree.Manifest, exclude tre
 		}
 	}
 	tree.SortEntries(out)
-	if err := fillBaseDigests(ctx, v.cfg.Workspace, base, out); err != nil {
+	if err := fillBaseDigests(ctx, v.cfg.Workspace, base, out, cache); err != nil {
 		return nil, err
 	}
+	cache.save()
 	return out, nil
 }
 
@@ -517,15 +519,17 @@ func (v *overlayView) dropCopiedUp(nodes map[string]*upperNode, base *tree.Manif
 	return nil
 }
 
-// readUpper walks the upper directory and hashes the files in it.
-// Paths hide covers are skipped; excluded, if set, is given each of them.
-func (v *overlayView) readUpper(ctx context.Context, hide tree.Selectors, excluded visitFunc) (map[string]*upperNode, error) {
+// readUpper walks the upper directory and hashes the files in it whose
+// digest cache does not know them at their stat tuple. Paths hide covers
+// are skipped; excluded, if set, is given each of them.
+func (v *overlayView) readUpper(ctx context.Context, hide tree.Selectors, excluded visitFunc, cache *digestCache) (map[string]*upperNode, error) {
 	root, err := fsx.OpenRoot(v.upper())
 	if err != nil {
 		return nil, err
 	}
 	defer root.Close()
 	nodes := map[string]*upperNode{}
+	var hashed []*tree.Entry
 	pool := newDigestPool("scan")
 	werr := walkView(ctx, root, hide, excluded, func(rel string, d *fsx.Dir, name string, st fsx.Stat) error {
 		if pool.failed() {
@@ -560,11 +564,17 @@ func (v *overlayView) readUpper(ctx context.Context, hide tree.Selectors, exclud
 		case tree.File:
 			e.View = statTuple(st)
 			e.View.Dev = 0
+			if dg, ok := cache.lookup(sideView, rel, e.View); ok {
+				e.Digest = dg
+				return nil
+			}
+			cache.takeFence()
 			f, err := d.OpenFile(name)
 			if err != nil {
 				return fmt.Errorf("scan %s: %w", rel, err)
 			}
 			pool.jobs <- hashJob{e: &e, f: f}
+			hashed = append(hashed, &e)
 		}
 		return nil
 	})
@@ -574,6 +584,9 @@ func (v *overlayView) readUpper(ctx context.Context, hide tree.Selectors, exclud
 	}
 	if err := errors.Join(werr, perr); err != nil {
 		return nil, err
+	}
+	for _, e := range hashed {
+		cache.learn(sideView, e.Path, e.View, e.Digest)
 	}
 	return nodes, nil
 }

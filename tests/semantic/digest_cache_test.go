@@ -1,0 +1,173 @@
+package semantic
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/wtx-dev/wtx/internal/wtxtest"
+)
+
+// wtxWith runs the wtx binary (the failpoint build when failpoint is set)
+// with extra environment.
+func wtxWith(t *testing.T, failpoint bool, env []string, ws, state string, args ...string) wtxResult {
+	t.Helper()
+	cmd := exec.Command(wtxtest.Binary(t, failpoint), append([]string{"-C", ws}, args...)...)
+	cmd.Env = append(append(os.Environ(), "WTX_STATE_DIR="+state), env...)
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	err := cmd.Run()
+	var ee *exec.ExitError
+	if err != nil && !errors.As(err, &ee) {
+		t.Fatalf("wtx %v: %v", args, err)
+	}
+	return wtxResult{code: cmd.ProcessState.ExitCode(), stdout: out.String(), stderr: errb.String()}
+}
+
+func sha(s string) string {
+	sum := sha256.Sum256([]byte(s))
+	return "sha256:" + hex.EncodeToString(sum[:])
+}
+
+// stagedDigest is the staged digest status --json gives path, "" when the
+// path is not in the change set.
+func stagedDigest(t *testing.T, r wtxResult, path string) string {
+	t.Helper()
+	if r.code != 0 {
+		t.Fatalf("wtx status: %v", r)
+	}
+	var st struct {
+		Changes []struct {
+			Path   string `json:"path"`
+			Digest string `json:"digest"`
+		} `json:"changes"`
+	}
+	if err := json.Unmarshal([]byte(r.stdout), &st); err != nil {
+		t.Fatalf("status --json: %v\n%s", err, r.stdout)
+	}
+	for _, c := range st.Changes {
+		if c.Path == path {
+			return c.Digest
+		}
+	}
+	return ""
+}
+
+// digestCacheCase stages a rewrite of f, reads the stage's status twice
+// (the second from the stage's digest cache), then rewrites f in the stage
+// in place with the same size and its mtime put back, and returns the
+// digest status gives f then, and what an apply leaves in the workspace.
+func digestCacheCase(t *testing.T, backend string, failpoint bool, env ...string) (string, string, wtxResult) {
+	t.Helper()
+	ws, state := t.TempDir(), t.TempDir()
+	if err := os.WriteFile(filepath.Join(ws, "f"), []byte("base\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	wtx := func(args ...string) wtxResult { return wtxWith(t, failpoint, env, ws, state, args...) }
+	if r := wtx("run", "--backend", backend, "--name", "s", "--", "sh", "-c", "printf aaaa > f"); r.code != 0 {
+		t.Fatalf("wtx run: %v", r)
+	}
+	time.Sleep(30 * time.Millisecond) // past the file system clock's tick: f is no longer racy
+	for i := range 2 {
+		if got := stagedDigest(t, wtx("status", "--json", "s"), "f"); got != sha("aaaa") {
+			t.Fatalf("status %d: f staged as %s, want %s", i+1, got, sha("aaaa"))
+		}
+	}
+	if r := wtx("run", "--tx", "s", "--", "sh", "-c", "cp -p f .r && printf bbbb > f && touch -r .r f && rm .r"); r.code != 0 {
+		t.Fatalf("wtx run --tx: %v", r)
+	}
+	got := stagedDigest(t, wtx("status", "--json", "s"), "f")
+	r := wtx("apply", "s")
+	data, err := os.ReadFile(filepath.Join(ws, "f"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return got, string(data), r
+}
+
+// TestDigestCacheFollowsInPlaceEdits: status keeps the digests it computed
+// for the next call, keyed by each file's stat tuple, so that it reads only
+// what moved. A staged file rewritten in place with its size and mtime
+// put back is still seen (its change time moved): status gives the new
+// digest and apply lands the new content, on every backend here. With the
+// tuple check off (WTX_DISABLE=digest-cache) status gives the old digest,
+// which shows the test sees the cache.
+func TestDigestCacheFollowsInPlaceEdits(t *testing.T) {
+	bin := wtxtest.Binary(t, false)
+	backends := []string{"copy"}
+	if reason := overlayUsable(t, bin); reason == "" {
+		backends = append(backends, "overlay")
+	} else {
+		t.Logf("overlay left out: %s", reason)
+	}
+	for _, b := range backends {
+		t.Run(b, func(t *testing.T) {
+			got, ws, r := digestCacheCase(t, b, false)
+			if got != sha("bbbb") {
+				t.Errorf("after an in-place edit: f staged as %s, want %s", got, sha("bbbb"))
+			}
+			if r.code != 0 || ws != "bbbb" {
+				t.Errorf("apply: %v; f = %q, want bbbb", r, ws)
+			}
+			got, _, _ = digestCacheCase(t, b, true, "WTX_DISABLE=digest-cache")
+			if got != sha("aaaa") {
+				t.Errorf("negative control (digest-cache off): f staged as %s, want the stale %s", got, sha("aaaa"))
+			}
+		})
+	}
+}
+
+// TestDigestCacheKeepsDrift: a workspace file whose base digest the cache
+// holds is still drift once it is rewritten in place with its size and
+// mtime put back: the cache keys the base digest by the base's stat tuple,
+// never trusts it for the file now, and the apply is refused (exit 2)
+// with the edit kept.
+func TestDigestCacheKeepsDrift(t *testing.T) {
+	bin := wtxtest.Binary(t, false)
+	backends := []string{"copy"}
+	if reason := overlayUsable(t, bin); reason == "" {
+		backends = append(backends, "overlay")
+	}
+	for _, b := range backends {
+		t.Run(b, func(t *testing.T) {
+			ws, state := t.TempDir(), t.TempDir()
+			f := filepath.Join(ws, "f")
+			if err := os.WriteFile(f, []byte("base\n"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			old, err := os.Stat(f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if r := runWtx(t, ws, state, "run", "--backend", b, "--name", "s", "--", "sh", "-c", "printf aaaa > f"); r.code != 0 {
+				t.Fatalf("wtx run: %v", r)
+			}
+			for range 2 {
+				if r := runWtx(t, ws, state, "status", "s"); r.code != 0 {
+					t.Fatalf("wtx status: %v", r)
+				}
+			}
+			if err := os.WriteFile(f, []byte("EDIT\n"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Chtimes(f, old.ModTime(), old.ModTime()); err != nil {
+				t.Fatal(err)
+			}
+			r := runWtx(t, ws, state, "apply", "s")
+			data, err := os.ReadFile(f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if r.code != 2 || string(data) != "EDIT\n" {
+				t.Errorf("apply over a drifted file: %v; f = %q, want a refusal (2) and the edit kept", r, data)
+			}
+		})
+	}
+}
