@@ -260,25 +260,18 @@ func (s *Stage) settleInterrupted(ctx context.Context) error {
 
 // unfinishedRuns returns the stage's run ops still marked running.
 func (s *Stage) unfinishedRuns(ctx context.Context) ([]TxOp, error) {
-	rows, err := s.ws.db.ListTxOps(ctx, s.ID())
+	// A run's body carries every file it changed, and only a running one
+	// is read out and decoded: a body without the word cannot hold that
+	// status (wtx writes these records with encoding/json, which spells a
+	// letter out, never as an escape).
+	rows, err := s.ws.db.ListTxOpsContaining(ctx, s.ID(), "run", RunRunning)
 	if err != nil {
 		return nil, AsError(err)
 	}
 	var out []TxOp
 	for _, r := range rows {
-		if r.Kind != "run" {
-			continue
-		}
-		// The status first: a run's body carries every file it changed,
-		// and only a running one is decoded whole.
-		var head struct {
-			Status string `json:"status"`
-		}
-		if json.Unmarshal(r.Body, &head) != nil || head.Status != RunRunning {
-			continue
-		}
 		var op TxOp
-		if json.Unmarshal(r.Body, &op) != nil {
+		if decodeTxOp(r.Body, &op) != nil || op.Status != RunRunning {
 			continue
 		}
 		op.Seq = r.Seq

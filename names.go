@@ -38,12 +38,25 @@ func (s *Side) UnmarshalJSON(data []byte) error {
 	if err := json.Unmarshal(data, &j); err != nil {
 		return err
 	}
+	return j.side(s)
+}
+
+func (j *sideJSON) side(s *Side) error {
 	target, err := jsonname.Name(j.Target, j.TargetB64)
 	if err != nil {
 		return err
 	}
 	*s = Side{j.Type, j.Mode, j.Size, j.Digest, target}
 	return nil
+}
+
+// sidePtr converts a decoded side, keeping nil for an absent one.
+func sidePtr(j *sideJSON) (*Side, error) {
+	if j == nil {
+		return nil, nil
+	}
+	s := new(Side)
+	return s, j.side(s)
 }
 
 type changeJSON struct {
@@ -212,11 +225,56 @@ func (op TxOp) MarshalJSON() ([]byte, error) {
 }
 
 // UnmarshalJSON reads what MarshalJSON writes.
-func (op *TxOp) UnmarshalJSON(data []byte) error {
-	var j txOpJSON
+func (op *TxOp) UnmarshalJSON(data []byte) error { return decodeTxOp(data, op) }
+
+// txOpDecodeJSON is txOpJSON with types that have no JSON methods of their
+// own, all the way down: a run's record carries every file it changed, and
+// decoding it through nested UnmarshalJSON methods would scan each file's
+// bytes once per level.
+type txOpDecodeJSON struct {
+	txOpJSON
+	Files []txFileDecodeJSON `json:"files"`
+}
+
+type txFileDecodeJSON struct {
+	Path    string    `json:"path"`
+	PathB64 string    `json:"path_b64,omitempty"`
+	Before  *sideJSON `json:"before"`
+	After   *sideJSON `json:"after"`
+}
+
+// decodeTxOp reads a tx op's record (what TxOp.MarshalJSON writes) in one
+// pass over its bytes.
+func decodeTxOp(data []byte, op *TxOp) error {
+	var j txOpDecodeJSON
 	if err := json.Unmarshal(data, &j); err != nil {
 		return err
 	}
+	var files []TxFile
+	if j.Files != nil {
+		files = make([]TxFile, len(j.Files))
+	}
+	for i := range j.Files {
+		f := &j.Files[i]
+		p, err := jsonname.Name(f.Path, f.PathB64)
+		if err != nil {
+			return err
+		}
+		before, err := sidePtr(f.Before)
+		if err != nil {
+			return err
+		}
+		after, err := sidePtr(f.After)
+		if err != nil {
+			return err
+		}
+		files[i] = TxFile{p, before, after}
+	}
+	j.txOpJSON.Files = files
+	return j.txOpJSON.txOp(op)
+}
+
+func (j *txOpJSON) txOp(op *TxOp) error {
 	argv, err := jsonname.Names(j.Argv, j.ArgvB64)
 	if err != nil {
 		return fmt.Errorf("argv: %w", err)

@@ -442,7 +442,7 @@ func (s *Stage) TxOps(ctx context.Context) ([]TxOp, error) {
 	out := make([]TxOp, 0, len(rows))
 	for _, r := range rows {
 		var op TxOp
-		if err := json.Unmarshal(r.Body, &op); err != nil {
+		if err := decodeTxOp(r.Body, &op); err != nil {
 			return nil, &Error{Code: CodeInternal, Message: fmt.Sprintf("op %d of %s is damaged: %v", r.Seq, s.ID(), err)}
 		}
 		out = append(out, op)

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"bufio"
 	"fmt"
 	"text/tabwriter"
 	"time"
@@ -190,7 +191,9 @@ may be left out when the workspace has exactly one open stage.`,
 				return answer.Write(g.io.Out, answer.StatusOK, "status", s,
 					answer.StatusContext{Workspace: workspaceOf(ws), Project: answer.NewProject(proj)})
 			}
-			w := g.io.Out
+			// One write per line would be a system call per changed path.
+			bw := bufio.NewWriter(g.io.Out)
+			w := bw
 			printWorkspace(w, ws, proj)
 			name := ""
 			if s.Name != "" {
@@ -230,8 +233,12 @@ may be left out when the workspace has exactly one open stage.`,
 				}
 				fmt.Fprintln(w, line)
 			}
+			changed := make(map[string]bool, len(s.Changes))
+			for _, ch := range s.Changes {
+				changed[ch.Path] = true
+			}
 			for _, d := range s.Drift {
-				if _, inChanges := findChange(s.Changes, d.Path); !inChanges {
+				if !changed[d.Path] {
 					fmt.Fprintf(w, "  %s %s   %s\n", paint(color, sgrRed, "!"), quote.Path(d.Path), paint(color, sgrRed, "[drift: "+d.Kind+"]"))
 				}
 			}
@@ -246,20 +253,11 @@ may be left out when the workspace has exactly one open stage.`,
 				fmt.Fprintf(w, "ops      %s\n", joinList(s.Ops))
 			}
 			writeTxOps(w, s.TxOps, color)
-			return nil
+			return bw.Flush()
 		},
 	}
 	cmd.Flags().StringArrayVar(&paths, "path", nil, "only paths under `SEL` (repeatable)")
 	return cmd
-}
-
-func findChange(cs []wtx.Change, p string) (wtx.Change, bool) {
-	for _, c := range cs {
-		if c.Path == p {
-			return c, true
-		}
-	}
-	return wtx.Change{}, false
 }
 
 func newDropCommand(g *globals) *cobra.Command {

@@ -69,6 +69,30 @@ func diagnose(rootfd int, rel string, dev uint64, mnt mountRef, err error) (int,
 }
 
 // mountOf reports the mount id of the object open at fd (Linux 5.8 and later).
+// devAndMount returns the device of the open fd and, when wantMount is
+// set, its mount id where the system reports one: one statx call, where an
+// fstat and a statx would be two.
+func devAndMount(fd int, wantMount bool) (uint64, mountRef, error) {
+	if !wantMount {
+		st, err := fstat(fd)
+		return uint64(st.Dev), mountRef{}, err
+	}
+	var stx unix.Statx_t
+	err := ignoringEINTR(func() error {
+		return unix.Statx(fd, "", unix.AT_EMPTY_PATH|unix.AT_SYMLINK_NOFOLLOW, unix.STATX_MNT_ID, &stx)
+	})
+	if err != nil {
+		st, err := fstat(fd) // no statx here: the device alone
+		return uint64(st.Dev), mountRef{}, err
+	}
+	// The device numbers are filled whatever the mask asked for.
+	dev := unix.Mkdev(stx.Dev_major, stx.Dev_minor)
+	if stx.Mask&unix.STATX_MNT_ID == 0 {
+		return dev, mountRef{}, nil
+	}
+	return dev, mountRef{id: stx.Mnt_id, ok: true}, nil
+}
+
 func mountOf(fd int) mountRef {
 	var stx unix.Statx_t
 	err := ignoringEINTR(func() error {

@@ -16,6 +16,12 @@ func resolveDir(rootfd int, rel string, dev uint64, mnt mountRef) (int, error) {
 // mountOf reports no mount id: only the device is compared on this system.
 func mountOf(int) mountRef { return mountRef{} }
 
+// devAndMount returns the device of the open fd; no mount id is known here.
+func devAndMount(fd int, _ bool) (uint64, mountRef, error) {
+	st, err := fstat(fd)
+	return uint64(st.Dev), mountRef{}, err
+}
+
 // chmodUnreadable changes the mode of name when it cannot be opened for
 // reading. fchmodat with AT_SYMLINK_NOFOLLOW never reaches through a symlink
 // here; the entry is checked just before, which leaves a window in which it can

@@ -174,17 +174,15 @@ func classifyDir(dirfd int, name string, err error) error {
 // checkMount verifies that the directory open at fd is on device dev and, when
 // the mount id is known, on mount mnt.
 func checkMount(fd int, rel string, dev uint64, mnt mountRef) error {
-	st, err := fstat(fd)
+	got, m, err := devAndMount(fd, mnt.ok)
 	if err != nil {
 		return &fs.PathError{Op: "fstat", Path: rel, Err: err}
 	}
-	if uint64(st.Dev) != dev {
+	if got != dev {
 		return &fs.PathError{Op: "open", Path: rel, Err: ErrCrossDevice}
 	}
-	if mnt.ok {
-		if m := mountOf(fd); m.ok && m.id != mnt.id {
-			return &fs.PathError{Op: "open", Path: rel, Err: ErrCrossDevice}
-		}
+	if mnt.ok && m.ok && m.id != mnt.id {
+		return &fs.PathError{Op: "open", Path: rel, Err: ErrCrossDevice}
 	}
 	return nil
 }

@@ -8,10 +8,12 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"sync"
 	"time"
 
 	"github.com/wtx-dev/wtx/internal/blob"
+	"github.com/wtx-dev/wtx/internal/failpoint"
 	"github.com/wtx-dev/wtx/internal/fsx"
 	"github.com/wtx-dev/wtx/internal/tree"
 )
@@ -325,10 +327,12 @@ func scanTree(ctx context.Context, dir string, base *tree.Manifest, exclude tree
 		return nil, err
 	}
 	defer root.Close()
+	var mu sync.Mutex // guards entries and hashed: the walk reads directories on several goroutines
 	var entries, hashed []*tree.Entry
 	pool := newDigestPool("scan")
 	leftOut.reset()
-	werr := walkView(ctx, root, exclude, leftOut.excludedVisit(), func(rel string, d *fsx.Dir, name string, st fsx.Stat) error {
+	opts := &walkOpts{exclude: exclude, keepReserved: !failpoint.Disabled("reserved"), excluded: leftOut.excludedVisit(), workers: runtime.GOMAXPROCS(0)}
+	werr := walkTree(ctx, root, opts, func(rel string, d *fsx.Dir, name string, st fsx.Stat) error {
 		if pool.failed() {
 			return errStopWalk
 		}
@@ -358,10 +362,14 @@ func scanTree(ctx context.Context, dir string, base *tree.Manifest, exclude tree
 					return fmt.Errorf("scan %s: %w", rel, err)
 				}
 				pool.jobs <- hashJob{e: ep, f: f}
+				mu.Lock()
 				hashed = append(hashed, ep)
+				mu.Unlock()
 			}
 		}
+		mu.Lock()
 		entries = append(entries, ep)
+		mu.Unlock()
 		return nil
 	})
 	perr := pool.wait()

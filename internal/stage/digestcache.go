@@ -102,6 +102,7 @@ func openDigestCache(dir, fenceDir string) *digestCache {
 		return c
 	}
 	c.old = old
+	c.next = make(map[cacheKey]cacheVal, len(old))
 	return c
 }
 

@@ -2,6 +2,7 @@ package stage
 
 import (
 	"sort"
+	"sync"
 
 	"github.com/wtx-dev/wtx/internal/fsx"
 )
@@ -24,10 +25,13 @@ type LeftOutReporter interface {
 
 // leftOutSet collects left-out paths during a scan.
 type leftOutSet struct {
+	mu    sync.Mutex // a parallel walk adds from several goroutines
 	paths []LeftOut
 }
 
 func (l *leftOutSet) add(rel string, st fsx.Stat) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
 	l.paths = append(l.paths, LeftOut{Path: rel, Dir: st.Mode.IsDir()})
 }
 

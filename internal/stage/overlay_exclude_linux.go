@@ -198,8 +198,7 @@ func excludedPaths(ctx context.Context, workspace string, sels tree.Selectors) (
 			add(rel, st)
 			return nil
 		}}
-		err = walkDir(ctx, d, prefix, o, func(string, *fsx.Dir, string, fsx.Stat) error { return nil })
-		d.Close()
+		err = walkFrom(ctx, d, prefix, o, func(string, *fsx.Dir, string, fsx.Stat) error { return nil })
 		if err != nil {
 			return nil, nil, err
 		}

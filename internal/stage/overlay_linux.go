@@ -528,10 +528,30 @@ func (v *overlayView) readUpper(ctx context.Context, hide tree.Selectors, exclud
 		return nil, err
 	}
 	defer root.Close()
+	// The walk reads directories on several goroutines (the upper
+	// directory of a large change holds thousands); mu guards nodes and
+	// hashed.
+	var mu sync.Mutex
 	nodes := map[string]*upperNode{}
 	var hashed []*tree.Entry
 	pool := newDigestPool("scan")
-	werr := walkView(ctx, root, hide, excluded, func(rel string, d *fsx.Dir, name string, st fsx.Stat) error {
+	// A directory's opaque mark is read from the handle the walk opens to
+	// read it, not from a handle of its own.
+	enter := func(rel string, d *fsx.Dir) error {
+		opaque, err := v.opaqueFd(d.Fd())
+		if err != nil {
+			return fmt.Errorf("scan %s: %w", rel, err)
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		if n := nodes[rel]; n != nil {
+			n.opaque = opaque
+		}
+		return nil
+	}
+	keep := !failpoint.Disabled("reserved") // as walkView
+	opts := &walkOpts{exclude: hide, keepReserved: keep, excluded: excluded, enter: enter, workers: runtime.GOMAXPROCS(0)}
+	werr := walkTree(ctx, root, opts, func(rel string, d *fsx.Dir, name string, st fsx.Stat) error {
 		if pool.failed() {
 			return errStopWalk
 		}
@@ -541,20 +561,18 @@ func (v *overlayView) readUpper(ctx context.Context, hide tree.Selectors, exclud
 				return fmt.Errorf("scan %s: %w", rel, err)
 			}
 			if ust.Rdev == 0 {
+				mu.Lock()
 				nodes[rel] = &upperNode{whiteout: true}
+				mu.Unlock()
 				return nil
 			}
 		}
 		e := entryFromStat(rel, st)
 		n := &upperNode{entry: &e}
+		mu.Lock()
 		nodes[rel] = n
+		mu.Unlock()
 		switch e.Type {
-		case tree.Dir:
-			opaque, err := v.isOpaque(d, name)
-			if err != nil {
-				return fmt.Errorf("scan %s: %w", rel, err)
-			}
-			n.opaque = opaque
 		case tree.Symlink:
 			target, err := d.Readlink(name)
 			if err != nil {
@@ -574,7 +592,9 @@ func (v *overlayView) readUpper(ctx context.Context, hide tree.Selectors, exclud
 				return fmt.Errorf("scan %s: %w", rel, err)
 			}
 			pool.jobs <- hashJob{e: &e, f: f}
+			mu.Lock()
 			hashed = append(hashed, &e)
+			mu.Unlock()
 		}
 		return nil
 	})
@@ -591,25 +611,26 @@ func (v *overlayView) readUpper(ctx context.Context, hide tree.Selectors, exclud
 	return nodes, nil
 }
 
-// isOpaque reads the overlay's opaque mark of the upper directory name in
-// d: the xattr of the namespace the overlay was mounted with, and only on a
-// directory, where it is the overlay's own metadata.
-func (v *overlayView) isOpaque(d *fsx.Dir, name string) (bool, error) {
-	return v.isOpaqueAt(d.Fd(), name)
-}
-
+// isOpaqueAt reads the overlay's opaque mark of the upper directory name in
+// dirfd: the xattr of the namespace the overlay was mounted with, and only
+// on a directory, where it is the overlay's own metadata.
 func (v *overlayView) isOpaqueAt(dirfd int, name string) (bool, error) {
-	attr := "trusted.overlay.opaque"
-	if v.cfg.UserXattr {
-		attr = "user.overlay.opaque"
-	}
 	fd, err := unix.Openat(dirfd, name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return false, err
 	}
 	defer unix.Close(fd)
-	buf := make([]byte, 8)
-	n, err := unix.Fgetxattr(fd, attr, buf)
+	return v.opaqueFd(fd)
+}
+
+// opaqueFd reads the opaque mark of the upper directory open at fd.
+func (v *overlayView) opaqueFd(fd int) (bool, error) {
+	attr := "trusted.overlay.opaque"
+	if v.cfg.UserXattr {
+		attr = "user.overlay.opaque"
+	}
+	var buf [8]byte
+	n, err := unix.Fgetxattr(fd, attr, buf[:])
 	switch {
 	case errors.Is(err, unix.ENODATA), errors.Is(err, unix.ENOTSUP):
 		return false, nil

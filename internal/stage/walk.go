@@ -46,6 +46,15 @@ type walkOpts struct {
 	exclude      tree.Selectors
 	keepReserved bool
 	excluded     visitFunc
+	// enter, if set, is called with each directory the walk opened to
+	// read, right after its visit, before anything beneath it.
+	enter func(rel string, d *fsx.Dir) error
+	// workers > 1 reads directories on up to that many goroutines: the
+	// callbacks may then be called concurrently and in any order, a
+	// directory's visit and enter still before anything beneath it.
+	// Otherwise the walk is depth first in bytewise order on the caller's
+	// goroutine.
+	workers int
 }
 
 func walkTree(ctx context.Context, root *fsx.Root, o *walkOpts, visit visitFunc) error {
@@ -53,18 +62,63 @@ func walkTree(ctx context.Context, root *fsx.Root, o *walkOpts, visit visitFunc)
 	if err != nil {
 		return err
 	}
-	defer d.Close()
-	return walkDir(ctx, d, "", o, visit)
+	return walkFrom(ctx, d, "", o, visit)
 }
 
-func walkDir(ctx context.Context, d *fsx.Dir, prefix string, o *walkOpts, visit visitFunc) error {
+// walkFrom walks beneath the open directory d, whose path followed by a
+// slash is prefix ("" for the root), and closes d.
+func walkFrom(ctx context.Context, d *fsx.Dir, prefix string, o *walkOpts, visit visitFunc) error {
+	w := &walker{ctx: ctx, o: o, visit: visit}
+	if o.workers > 1 {
+		w.sem = make(chan struct{}, o.workers-1)
+	}
+	w.dir(d, prefix)
+	w.wg.Wait()
+	return w.err
+}
+
+// walker is one walk: the first error stops it and is what it returns.
+type walker struct {
+	ctx   context.Context
+	o     *walkOpts
+	visit visitFunc
+	sem   chan struct{} // nil: never a goroutine of its own
+	wg    sync.WaitGroup
+	mu    sync.Mutex
+	err   error
+}
+
+func (w *walker) fail(err error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.err == nil {
+		w.err = err
+	}
+}
+
+func (w *walker) failed() bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.err != nil
+}
+
+// dir walks the entries of d (closed on return), descending into each
+// subdirectory on a new goroutine while one is free, inline otherwise.
+func (w *walker) dir(d *fsx.Dir, prefix string) {
+	defer d.Close()
 	names, err := d.ReadDir()
 	if err != nil {
-		return err
+		w.fail(err)
+		return
 	}
+	o := w.o
 	for _, name := range names {
-		if err := ctx.Err(); err != nil {
-			return err
+		if err := w.ctx.Err(); err != nil {
+			w.fail(err)
+			return
+		}
+		if w.sem != nil && w.failed() {
+			return
 		}
 		rel := prefix + name
 		if !o.keepReserved && strings.HasPrefix(name, TempPrefix) {
@@ -73,35 +127,52 @@ func walkDir(ctx context.Context, d *fsx.Dir, prefix string, o *walkOpts, visit 
 		if o.exclude.Match(rel) {
 			if o.excluded != nil {
 				st, err := d.Lstat(name)
-				if err != nil {
-					return err
+				if err == nil {
+					err = o.excluded(rel, d, name, st)
 				}
-				if err := o.excluded(rel, d, name, st); err != nil {
-					return err
+				if err != nil {
+					w.fail(err)
+					return
 				}
 			}
 			continue
 		}
 		st, err := d.Lstat(name)
+		if err == nil {
+			err = w.visit(rel, d, name, st)
+		}
 		if err != nil {
-			return err
+			w.fail(err)
+			return
 		}
-		if err := visit(rel, d, name, st); err != nil {
-			return err
+		if !st.Mode.IsDir() {
+			continue
 		}
-		if st.Mode.IsDir() {
-			child, err := d.OpenDir(name)
-			if err != nil {
-				return err
+		child, err := d.OpenDir(name)
+		if err == nil && o.enter != nil {
+			if err = o.enter(rel, child); err != nil {
+				child.Close()
 			}
-			err = walkDir(ctx, child, rel+"/", o, visit)
-			child.Close()
-			if err != nil {
-				return err
+		}
+		if err != nil {
+			w.fail(err)
+			return
+		}
+		select {
+		case w.sem <- struct{}{}:
+			w.wg.Add(1)
+			go func() {
+				defer w.wg.Done()
+				defer func() { <-w.sem }()
+				w.dir(child, rel+"/")
+			}()
+		default:
+			w.dir(child, rel+"/")
+			if w.failed() {
+				return
 			}
 		}
 	}
-	return nil
 }
 
 // entryFromStat fills the type, permission bits and size of an entry.

@@ -52,13 +52,29 @@ func (q *queries) InsertTxOp(ctx context.Context, o TxOp) error {
 
 // ListTxOps returns the stage's ops in order.
 func (q *queries) ListTxOps(ctx context.Context, stageID string) ([]TxOp, error) {
-	rows, err := q.q.QueryContext(ctx, "SELECT stage_id, seq, kind, created_at, body FROM tx_ops WHERE stage_id = ? ORDER BY seq", stageID)
+	return q.listTxOps(ctx, stageID, "SELECT stage_id, seq, kind, created_at, body FROM tx_ops WHERE stage_id = ? ORDER BY seq")
+}
+
+// ListTxOpsContaining returns, in order, the stage's ops of kind whose
+// body holds the bytes word: a filter the database applies before any
+// body is copied out, for a caller that decodes and checks each one (a
+// run's body carries every file it changed).
+func (q *queries) ListTxOpsContaining(ctx context.Context, stageID, kind, word string) ([]TxOp, error) {
+	return q.listTxOps(ctx, stageID, "SELECT stage_id, seq, kind, created_at, body FROM tx_ops WHERE stage_id = ? AND kind = ? AND instr(body, ?) > 0 ORDER BY seq", stageID, kind, word)
+}
+
+func (q *queries) listTxOps(ctx context.Context, stageID, query string, args ...any) ([]TxOp, error) {
+	if len(args) == 0 {
+		args = []any{stageID}
+	}
+	rows, err := q.q.QueryContext(ctx, query, args...)
 	if err != nil {
 		return nil, fmt.Errorf("list ops of %s: %w", stageID, classify(err))
 	}
 	return collect(rows, func(r rowScanner) (TxOp, error) {
 		var o TxOp
-		var created, body string
+		var created string
+		var body []byte
 		if err := r.Scan(&o.StageID, &o.Seq, &o.Kind, &created, &body); err != nil {
 			return o, err
 		}
