@@ -3,6 +3,7 @@ package wtx
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"sort"
 	"strings"
@@ -154,6 +155,10 @@ func (s *Stage) SelectChanges(ctx context.Context, sel Selection) (*ChangeSet, e
 	}
 	defer v.Close()
 	entries, err := v.Scan(ctx, m, s.exclude)
+	if errors.Is(err, stage.ErrViewInDoubt) {
+		return nil, &Error{Code: CodeStateLost, Message: fmt.Sprintf("stage %s: %v; nothing of it is applied", s.ID(), err), Err: err,
+			Repairs: []Repair{{Action: RepairRestage, Stage: s.ID(), Detail: "drop this stage and run the command again"}}}
+	}
 	if err != nil {
 		return nil, stagingError(err)
 	}

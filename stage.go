@@ -271,6 +271,8 @@ func stagingError(err error) error {
 		return &Error{Code: CodeSpecialFile, Message: err.Error(), Err: err}
 	case errors.Is(err, stage.ErrUnstable):
 		return &Error{Code: CodeUnstable, Message: err.Error() + "; try again when it is quiet", Err: err}
+	case errors.Is(err, stage.ErrViewInDoubt):
+		return &Error{Code: CodeStateLost, Message: err.Error(), Err: err}
 	case errors.Is(err, stage.ErrConfinement):
 		return &Error{Code: CodeConfinement, Message: err.Error(), Err: err}
 	case errors.Is(err, stage.ErrUnsupported):

@@ -226,6 +226,11 @@ func copyFile(src *os.File, dst string, e *tree.Entry) (err error) {
 	return nil
 }
 
+// ErrViewInDoubt is wrapped by errors about a stage whose view was being
+// written when the machine stopped: what the command wrote may be
+// incomplete (see volatile_linux.go).
+var ErrViewInDoubt = errors.New("the stage's view was being written when the system stopped, so what the command wrote may be incomplete")
+
 // ErrUnstable is wrapped by errors about files that changed while wtx read
 // them.
 var ErrUnstable = errors.New("file changed while being read")

@@ -62,6 +62,11 @@ type nsSpec struct {
 	Args    []string
 	// Probe asks for a self-test instead of a command: see probeOverlay.
 	Probe bool
+	// volatile is set by the helper when it mounted the view volatile: it
+	// then syncs the upper directory itself when the command has ended
+	// (not encoded: the helper's own).
+	volatile      bool
+	volatileMarks int // the directory of the volatile mark, open
 	// Isolate asks the supervisor of a view that needs no mount (copy,
 	// clone) to run in new user, PID and mount namespaces all the same,
 	// with Keep, the view's directory under the state root, the one part

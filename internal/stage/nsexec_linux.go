@@ -82,9 +82,33 @@ func enterView(s *nsSpec) error {
 	if err := lockUpper(s.Upper); err != nil {
 		return err
 	}
-	if err := mountOverlay(s.Lower, s.Upper, s.Work, s.Merged, s.UserXattr); err != nil {
+	volatile, err := prepareVolatile(filepath.Dir(s.Upper), s.Work, s.Upper)
+	if err != nil {
 		return err
 	}
+	if err := mountOverlay(s.Lower, s.Upper, s.Work, s.Merged, s.UserXattr, volatile); err != nil {
+		if !volatile || !errors.Is(err, unix.EINVAL) {
+			return err
+		}
+		// A kernel without the option (before 5.10): a mount that syncs.
+		if err := mountOverlay(s.Lower, s.Upper, s.Work, s.Merged, s.UserXattr, false); err != nil {
+			return err
+		}
+		volatile = false
+	}
+	if volatile {
+		marks, err := openMarkDir(s.Work)
+		if err != nil {
+			return err
+		}
+		s.volatileMarks = marks // close-on-exec; the helper's until it exits
+		// Overlayfs makes the directory with no permission bits; its
+		// owner opens it so that wtx outside this namespace can look
+		// for the mark (inDoubt). Where that fails the mark is only
+		// harder to see, and the view is held in doubt after a restart.
+		_ = unix.Fchmod(marks, 0o700) // see above
+	}
+	s.volatile = volatile
 	for _, rel := range s.Share {
 		src, dst := filepath.Join(s.Lower, rel), filepath.Join(s.Merged, rel)
 		if err := unix.Mount(src, dst, "", unix.MS_BIND|unix.MS_REC, ""); err != nil {
@@ -167,11 +191,14 @@ func lockUpper(upper string) error {
 // no index, and no directory redirects (redirect_dir=nofollow: a renamed
 // lower directory fails with EXDEV and tools fall back to copying; "off"
 // would still follow redirects and conflicts with userxattr).
-func mountOverlay(lower, upper, work, merged string, userXattr bool) error {
+func mountOverlay(lower, upper, work, merged string, userXattr, volatile bool) error {
 	opts := "lowerdir=" + escapeOverlayPath(lower) + ",upperdir=" + escapeOverlayPath(upper) +
 		",workdir=" + escapeOverlayPath(work) + ",index=off,metacopy=off,redirect_dir=nofollow"
 	if userXattr {
 		opts += ",userxattr"
+	}
+	if volatile {
+		opts += ",volatile" // see volatile_linux.go
 	}
 	if err := unix.Mount("overlay", merged, "overlay", 0, opts); err != nil {
 		return fmt.Errorf("mount overlay on %s: %w", merged, err)

@@ -380,6 +380,9 @@ type upperNode struct {
 // untouched paths keep their base entry (marked Unchanged), whiteouts and
 // opaque directories delete, files in the upper directory are hashed.
 func (v *overlayView) Scan(ctx context.Context, base *tree.Manifest, exclude tree.Selectors) ([]tree.Entry, error) {
+	if err := inDoubt(v.dir, filepath.Join(v.dir, workName)); err != nil {
+		return nil, err
+	}
 	hide := append(append(tree.Selectors(nil), exclude...), v.hidden...)
 	v.leftOutSet.reset()
 	cache := openDigestCache(v.dir, v.dir)

@@ -97,7 +97,7 @@ func probeInNamespace(s *nsSpec) error {
 	if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
 		return fmt.Errorf("make mounts private: %w", err)
 	}
-	if err := mountOverlay(s.Lower, s.Upper, s.Work, s.Merged, s.UserXattr); err != nil {
+	if err := mountOverlay(s.Lower, s.Upper, s.Work, s.Merged, s.UserXattr, false); err != nil {
 		return err
 	}
 	m := s.Merged
@@ -114,7 +114,7 @@ func probeInNamespace(s *nsSpec) error {
 		}
 	}
 	ws := s.Hidden
-	if err := mountOverlay(s.Workspace, filepath.Join(ws, "u"), filepath.Join(ws, "w"), filepath.Join(ws, "m"), s.UserXattr); err != nil {
+	if err := mountOverlay(s.Workspace, filepath.Join(ws, "u"), filepath.Join(ws, "w"), filepath.Join(ws, "m"), s.UserXattr, false); err != nil {
 		return fmt.Errorf("with the workspace as lower layer: %w", err)
 	}
 	if _, err := os.ReadDir(filepath.Join(ws, "m")); err != nil {

@@ -223,6 +223,14 @@ func supervise(s *nsSpec) int {
 	if grace != nil {
 		grace.Stop()
 	}
+	if s.volatile {
+		// Every process of the view has ended: what they wrote is made
+		// durable before wtx reads it. A failure leaves the volatile mark,
+		// and the next helper or scan settles or refuses the view.
+		if err := settleVolatileAt(upperLock, s.volatileMarks); err != nil {
+			fmt.Fprintf(os.Stderr, "wtx: stage: %v\n", err)
+		}
+	}
 	r := &report{containment: sv.containment, stopped: sv.stopped}
 	st := sv.cmdStatus
 	switch {
