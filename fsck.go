@@ -17,6 +17,7 @@ import (
 	"github.com/wtx-dev/wtx/internal/blob"
 	"github.com/wtx-dev/wtx/internal/journal"
 	"github.com/wtx-dev/wtx/internal/quote"
+	"github.com/wtx-dev/wtx/internal/stage"
 	"github.com/wtx-dev/wtx/internal/state"
 	"github.com/wtx-dev/wtx/internal/tree"
 )
@@ -38,6 +39,7 @@ const (
 	FindStageOrphan     FindingKind = "stage-orphan"      // io.state-missing: a stage directory no record names
 	FindStageDirMissing FindingKind = "stage-dir-missing" // io.state-missing: an open stage whose directory is gone
 	FindManifestCorrupt FindingKind = "manifest-corrupt"  // io.corrupt: a stage's base manifest does not decode
+	FindViewInDoubt     FindingKind = "view-in-doubt"     // io.state-missing: an overlay view written when the system stopped
 )
 
 // A Finding is one problem Fsck found.
@@ -458,6 +460,11 @@ func (fk *fsck) stage(db *state.DB, ws state.Workspace, s state.Stage) {
 		fk.add(Finding{Kind: FindStageDirMissing, Code: CodeStateLost, Path: dir, Object: s.ID,
 			Detail: fmt.Sprintf("open stage %s of %s: its directory or base manifest is gone (%v): its staged changes are lost", s.ID, quotedName(ws.Path), err),
 			Repair: fmt.Sprintf("wtx -C %s drop %s", shellQuote(ws.Path), s.ID)})
+	}
+	if s.State == StateOpen && errors.Is(stage.InDoubt(dir), stage.ErrViewInDoubt) {
+		fk.add(Finding{Kind: FindViewInDoubt, Code: CodeStateLost, Path: dir, Object: s.ID,
+			Detail: fmt.Sprintf("open stage %s of %s: %v", s.ID, quotedName(ws.Path), stage.ErrViewInDoubt),
+			Repair: fmt.Sprintf("wtx -C %s drop %s (run the command again in a new stage)", shellQuote(ws.Path), s.ID)})
 	}
 	if txops, err := db.ListTxOps(fk.ctx, s.ID); err == nil {
 		for _, o := range txops {

@@ -41,6 +41,11 @@ const (
 // volatileMark is the mark overlayfs leaves in the stage's work directory.
 func volatileMark(work string) string { return filepath.Join(work, volatileMarks) }
 
+// InDoubt reports whether the view of the stage in dir is in doubt (an
+// error wrapping ErrViewInDoubt): an overlay view whose command was
+// writing when the system stopped.
+func InDoubt(dir string) error { return inDoubt(dir, filepath.Join(dir, workName)) }
+
 // inDoubt reports whether the view of the stage in dir is in doubt: its
 // volatile mark is there and the boot it was made in is over.
 func inDoubt(dir, work string) error {

@@ -94,8 +94,8 @@ func TestOverlayVolatileMarkSettles(t *testing.T) {
 // TestOverlayViewInDoubtAfterRestart: a volatile mark from an earlier boot
 // means the machine stopped while the view was being written: what the
 // command wrote may be incomplete. status, diff, apply and another run are
-// refused (io.state-missing) and the workspace is untouched; drop still
-// works. With the check off (WTX_DISABLE=view-in-doubt) the apply lands
+// refused (io.state-missing) and the workspace is untouched; fsck reports
+// it; drop still works. With the check off (WTX_DISABLE=view-in-doubt) the apply lands
 // the view, which shows the test sees the refusal.
 func TestOverlayViewInDoubtAfterRestart(t *testing.T) {
 	overlayOrSkip(t)
@@ -132,6 +132,9 @@ func TestOverlayViewInDoubtAfterRestart(t *testing.T) {
 	}
 	if b, _ := os.ReadFile(filepath.Join(ws, "a")); string(b) != "base\n" {
 		t.Errorf("the workspace changed: a = %q", b)
+	}
+	if r := runWtx(t, ws, state, "--json", "fsck"); r.code != 1 || !strings.Contains(r.stdout, `"view-in-doubt"`) {
+		t.Errorf("fsck does not report the view in doubt: %v", r)
 	}
 	if r := runWtx(t, ws, state, "drop", "s"); r.code != 0 {
 		t.Errorf("drop of a stage in doubt: %v", r)
