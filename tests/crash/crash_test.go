@@ -91,7 +91,7 @@ func changeSets(normal, long int) int {
 // TestCrashAtEveryPoint crashes the apply of each random change set at
 // every one of its crash points and checks the recovery (C-005, L2).
 func TestCrashAtEveryPoint(t *testing.T) {
-	n := changeSets(35, 1000)
+	n := changeSets(20, 1000)
 	var tl tally
 	t.Run("sets", func(t *testing.T) {
 		for seed := 1; seed <= n; seed++ {
@@ -123,7 +123,7 @@ func TestCrashAtEveryPoint(t *testing.T) {
 // then crashes the recovering command at each of its own points, and
 // recovers again (compound crashes).
 func TestCrashRecoveryAtEveryPoint(t *testing.T) {
-	n := changeSets(6, 200)
+	n := changeSets(4, 200)
 	var tl tally
 	t.Run("sets", func(t *testing.T) {
 		for seed := 101; seed < 101+n; seed++ {
