@@ -11,6 +11,7 @@ import (
 	"github.com/wtx-dev/wtx/internal/blob"
 	"github.com/wtx-dev/wtx/internal/journal"
 	"github.com/wtx-dev/wtx/internal/jsonname"
+	"github.com/wtx-dev/wtx/internal/stage"
 	"github.com/wtx-dev/wtx/internal/state"
 )
 
@@ -282,7 +283,7 @@ func AsError(err error) *Error {
 		code = CodePermission
 	case errors.Is(err, blob.ErrCorrupt):
 		code = CodeCorrupt
-	case errors.Is(err, blob.ErrMissing):
+	case errors.Is(err, blob.ErrMissing), errors.Is(err, stage.ErrViewInDoubt):
 		code = CodeStateLost
 	case errors.Is(err, state.ErrCorrupt), errors.Is(err, journal.ErrCorrupt):
 		code = CodeCorrupt

@@ -36,6 +36,7 @@ type Container struct {
 	stopOnce sync.Once
 	grace    time.Duration
 	want     Containment
+	viewLock *os.File // see lockView; released when Wait returns
 }
 
 // Start starts cmd (its Path resolved, its Dir relative to the view's
@@ -46,6 +47,19 @@ type Container struct {
 // the rest (SIGTERM, then SIGKILL after opts.Grace) unless opts.Wait.
 // If the caller dies, the container is killed.
 func Start(v View, cmd *exec.Cmd, opts RunOptions) (*Container, error) {
+	lk := lockView(v.Root())
+	c, err := start(v, cmd, opts)
+	if err != nil {
+		if lk != nil {
+			lk.Close()
+		}
+		return nil, err
+	}
+	c.viewLock = lk
+	return c, nil
+}
+
+func start(v View, cmd *exec.Cmd, opts RunOptions) (*Container, error) {
 	var spec *nsSpec
 	if hv, ok := v.(helperView); ok {
 		s, err := hv.helperSpec(cmd, opts)
@@ -215,6 +229,7 @@ func (c *Container) send(msg []byte) {
 // Wait waits until the container is empty and returns how the command
 // ended.
 func (c *Container) Wait() (*Outcome, error) {
+	defer c.releaseView()
 	<-c.done
 	raw := <-c.reportCh
 	c.ctlMu.Lock()

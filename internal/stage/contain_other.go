@@ -23,6 +23,7 @@ type Container struct {
 	stopOnce sync.Once
 	stop     chan struct{}
 	grace    time.Duration
+	viewLock *os.File // see lockView; released when Wait returns
 	wait     bool
 	want     Containment
 }
@@ -32,6 +33,19 @@ type Container struct {
 // (SIGTERM, then SIGKILL after opts.Grace) unless opts.Wait. A command that
 // reads a terminal stays in the terminal's foreground group.
 func Start(v View, cmd *exec.Cmd, opts RunOptions) (*Container, error) {
+	lk := lockView(v.Root())
+	c, err := start(v, cmd, opts)
+	if err != nil {
+		if lk != nil {
+			lk.Close()
+		}
+		return nil, err
+	}
+	c.viewLock = lk
+	return c, nil
+}
+
+func start(v View, cmd *exec.Cmd, opts RunOptions) (*Container, error) {
 	if err := v.Prepare(cmd, opts); err != nil {
 		return nil, err
 	}
@@ -82,6 +96,7 @@ func (c *Container) Stop() {
 // Wait waits for the command, then stops (or waits for) what is left of
 // its process group.
 func (c *Container) Wait() (*Outcome, error) {
+	defer c.releaseView()
 	stopped := false
 	select {
 	case <-c.done:

@@ -309,7 +309,7 @@ func (v *copyView) Readlink(rel string) (string, error) {
 
 // Scan walks the view and hashes only the files whose stat tuple moved.
 func (v *copyView) Scan(ctx context.Context, base *tree.Manifest, exclude tree.Selectors) ([]tree.Entry, error) {
-	cache := openDigestCache(filepath.Dir(v.root), filepath.Dir(v.root))
+	cache := openDigestCache(filepath.Dir(v.root), filepath.Dir(v.root), v.root)
 	es, err := scanTree(ctx, v.root, base, exclude, true, &v.leftOutSet, cache)
 	if err != nil {
 		return nil, err

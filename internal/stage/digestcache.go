@@ -7,10 +7,14 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"sort"
 	"sync"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/wtx-dev/wtx/internal/binenc"
 	"github.com/wtx-dev/wtx/internal/blob"
@@ -23,6 +27,11 @@ import (
 // the role git's index plays for `git status`. Without it every status,
 // diff and apply hashes every staged file the command wrote and the base
 // side of each of them again.
+//
+// No view digest is kept while a command may be writing in the view (its
+// root or upper directory is locked, see lockView): a write through a
+// shared memory mapping to a page that is already dirty moves neither mtime
+// nor ctime, so a digest taken then could outlive the content it names.
 //
 // It holds two sides:
 //
@@ -55,6 +64,9 @@ type digestCache struct {
 	changed bool                  // next differs from old
 	fence   int64                 // 0 until taken
 	fenceOK bool
+	// busy: a command may be writing in the view now (viewBusy), so no
+	// view digest is kept.
+	busy bool
 }
 
 type cacheSide byte
@@ -85,16 +97,23 @@ const (
 )
 
 // openDigestCache reads the cache of the stage directory dir; fenceDir is
-// a directory on the view's filesystem where the fence file may be made.
-func openDigestCache(dir, fenceDir string) *digestCache {
+// a directory on the view's filesystem where the fence file may be made,
+// and lockDir the directory a command running in the view holds locked.
+func openDigestCache(dir, fenceDir, lockDir string) *digestCache {
 	c := &digestCache{dir: fenceDir, next: map[cacheKey]cacheVal{}}
+	if lockDir != "" && !failpoint.Disabled("digest-cache-busy") {
+		c.busy = viewBusy(lockDir)
+	}
 	if dir == "" {
 		return c
 	}
 	c.file = filepath.Join(dir, digestCacheName)
-	raw, err := os.ReadFile(c.file)
+	raw, err := readRegular(c.file)
 	if err != nil {
-		return c // absent or unreadable: a cache starts empty
+		// Absent, unreadable or not a file: a cache starts empty, and
+		// anything but an absent one is replaced by the next save.
+		c.changed = !errors.Is(err, fs.ErrNotExist)
+		return c
 	}
 	old, err := decodeDigestCache(raw)
 	if err != nil {
@@ -155,7 +174,7 @@ func (c *digestCache) learn(side cacheSide, path string, st tree.Stat, digest st
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if side == sideView && (!c.fenceOK || st.Ctime >= c.fence || st.Mtime >= c.fence) {
+	if side == sideView && (c.busy || !c.fenceOK || st.Ctime >= c.fence || st.Mtime >= c.fence) {
 		return
 	}
 	k := cacheKey{side, path}
@@ -283,6 +302,24 @@ func decodeDigestCache(raw []byte) (map[cacheKey]cacheVal, error) {
 		return nil, err
 	}
 	return m, nil
+}
+
+// readRegular reads the regular file at path, never following a symlink
+// and never blocking on a FIFO put in its place.
+func readRegular(path string) ([]byte, error) {
+	f, err := os.OpenFile(path, os.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if !fi.Mode().IsRegular() {
+		return nil, fmt.Errorf("%s: %w", path, errCacheCorrupt)
+	}
+	return io.ReadAll(f)
 }
 
 func digestBytes(d string) ([sha256.Size]byte, bool) {

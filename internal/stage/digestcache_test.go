@@ -8,7 +8,9 @@ import (
 	"path/filepath"
 	"reflect"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/wtx-dev/wtx/internal/tree"
 )
@@ -94,7 +96,7 @@ func TestDigestCacheEveryByteIsChecked(t *testing.T) {
 // moved misses.
 func TestDigestCacheKeepsOnlyWhatTheFenceProves(t *testing.T) {
 	dir := t.TempDir()
-	c := openDigestCache(dir, dir)
+	c := openDigestCache(dir, dir, "")
 	d := sha256Hex("x")
 	st := tree.Stat{Ino: 1, Size: 1, Mtime: 100, Ctime: 100}
 	c.learn(sideView, "nofence", st, d) // no fence taken: never kept
@@ -105,7 +107,7 @@ func TestDigestCacheKeepsOnlyWhatTheFenceProves(t *testing.T) {
 	c.learn(sideBase, "base", tree.Stat{Ino: 4, Size: 1, Mtime: 900, Ctime: 900}, d)
 	c.save()
 
-	c = openDigestCache(dir, dir)
+	c = openDigestCache(dir, dir, "")
 	for _, p := range []string{"nofence", "racy-ctime", "racy-mtime"} {
 		if _, ok := c.old[cacheKey{sideView, p}]; ok {
 			t.Errorf("%s was kept", p)
@@ -137,7 +139,7 @@ func TestDigestCacheDamagedReadsEmpty(t *testing.T) {
 	if err := os.WriteFile(file, raw, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	c := openDigestCache(dir, dir)
+	c := openDigestCache(dir, dir, "")
 	if len(c.old) != 0 {
 		t.Fatalf("a damaged cache read as %d entries", len(c.old))
 	}
@@ -148,6 +150,34 @@ func TestDigestCacheDamagedReadsEmpty(t *testing.T) {
 	}
 	if m, err := decodeDigestCache(data); err != nil || len(m) != 0 {
 		t.Fatalf("after save: %v, %d entries", err, len(m))
+	}
+}
+
+// TestDigestCacheNotAFile: a FIFO, a directory or a symlink where the cache
+// file belongs reads as an empty cache at once (the reader never blocks on
+// a FIFO, never follows a link).
+func TestDigestCacheNotAFile(t *testing.T) {
+	for name, mk := range map[string]func(p string) error{
+		"fifo":    func(p string) error { return syscall.Mkfifo(p, 0o600) },
+		"dir":     func(p string) error { return os.Mkdir(p, 0o700) },
+		"symlink": func(p string) error { return os.Symlink("elsewhere", p) },
+	} {
+		t.Run(name, func(t *testing.T) {
+			dir := t.TempDir()
+			if err := mk(filepath.Join(dir, digestCacheName)); err != nil {
+				t.Fatal(err)
+			}
+			done := make(chan *digestCache, 1)
+			go func() { done <- openDigestCache(dir, dir, "") }()
+			select {
+			case c := <-done:
+				if len(c.old) != 0 {
+					t.Errorf("read %d entries", len(c.old))
+				}
+			case <-time.After(5 * time.Second):
+				t.Fatal("reading the cache blocked")
+			}
+		})
 	}
 }
 

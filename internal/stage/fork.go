@@ -22,6 +22,10 @@ func Fork(ctx context.Context, src, dst string) error {
 	if _, err := os.Lstat(dst); err == nil {
 		return fmt.Errorf("fork %s: %w", dst, fs.ErrExist)
 	}
+	// A view in doubt is never carried into a stage that looks whole.
+	if err := InDoubt(src); err != nil {
+		return fmt.Errorf("fork %s: %w", src, err)
+	}
 	err := filepath.WalkDir(src, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err

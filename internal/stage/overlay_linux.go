@@ -245,9 +245,26 @@ type overlayView struct {
 	// kept until Close: reading many files resolves it once.
 	mu        sync.Mutex
 	upperRoot *fsx.Root
+	// doubt is what inDoubtOnce found, once doubtChecked.
+	doubt        error
+	doubtChecked bool
 }
 
 func (v *overlayView) upper() string { return filepath.Join(v.dir, upperName) }
+
+// inDoubt refuses every read of a view whose command was writing when the
+// system stopped (see volatile_linux.go).
+func (v *overlayView) inDoubt() error { return inDoubt(v.dir, filepath.Join(v.dir, workName)) }
+
+// inDoubtOnce is inDoubt, looked at once for the view's many file reads.
+func (v *overlayView) inDoubtOnce() error {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if !v.doubtChecked {
+		v.doubt, v.doubtChecked = v.inDoubt(), true
+	}
+	return v.doubt
+}
 
 // Root returns "": the view exists only inside the namespace of a command.
 func (v *overlayView) Root() string { return "" }
@@ -274,6 +291,9 @@ func (v *overlayView) Close() error {
 // (see NamespaceMain). A relative cmd.Dir is taken relative to the
 // workspace (the view's root there).
 func (v *overlayView) Prepare(cmd *exec.Cmd, opts RunOptions) error {
+	if err := v.inDoubt(); err != nil {
+		return err
+	}
 	spec, err := v.helperSpec(cmd, opts)
 	if err != nil {
 		return err
@@ -380,12 +400,12 @@ type upperNode struct {
 // untouched paths keep their base entry (marked Unchanged), whiteouts and
 // opaque directories delete, files in the upper directory are hashed.
 func (v *overlayView) Scan(ctx context.Context, base *tree.Manifest, exclude tree.Selectors) ([]tree.Entry, error) {
-	if err := inDoubt(v.dir, filepath.Join(v.dir, workName)); err != nil {
+	if err := v.inDoubt(); err != nil {
 		return nil, err
 	}
 	hide := append(append(tree.Selectors(nil), exclude...), v.hidden...)
 	v.leftOutSet.reset()
-	cache := openDigestCache(v.dir, v.dir)
+	cache := openDigestCache(v.dir, v.dir, v.upper())
 	nodes, err := v.readUpper(ctx, hide, v.excludedWrite(exclude), cache)
 	if err != nil {
 		return nil, err
@@ -699,6 +719,9 @@ func splitRel(rel string) []string {
 }
 
 func (v *overlayView) OpenFile(rel string) (*os.File, error) {
+	if err := v.inDoubtOnce(); err != nil {
+		return nil, err
+	}
 	if f, ok := v.openUpper(rel); ok {
 		return f, nil
 	}
@@ -746,6 +769,9 @@ func (v *overlayView) openUpper(rel string) (*os.File, bool) {
 }
 
 func (v *overlayView) Readlink(rel string) (string, error) {
+	if err := v.inDoubtOnce(); err != nil {
+		return "", err
+	}
 	root, err := v.locate(rel)
 	if err != nil {
 		return "", err

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"syscall"
 	"testing"
 	"time"
 
@@ -167,6 +168,86 @@ func TestDigestCacheKeepsDrift(t *testing.T) {
 			}
 			if r.code != 2 || string(data) != "EDIT\n" {
 				t.Errorf("apply over a drifted file: %v; f = %q, want a refusal (2) and the edit kept", r, data)
+			}
+		})
+	}
+}
+
+// mmapWhileRunning stages f, then, while `run --tx` keeps a command alive
+// in the stage, writes f's first byte twice through one shared mapping of
+// the staged file with a status between the writes: the second write
+// lands on a page that is still dirty, so f's mtime and ctime stay as the
+// status saw them. It returns the digest a status gives f afterwards. The
+// state root is on a tmpfs (no writeback cleans the page in between).
+func mmapWhileRunning(t *testing.T, backend string, failpoint bool, env ...string) string {
+	t.Helper()
+	shm, err := os.MkdirTemp(filepath.Join("/", "dev", "shm"), "wtx-mmap-")
+	if err != nil {
+		t.Skipf("no tmpfs at /dev/shm: %v", err)
+	}
+	t.Cleanup(func() { os.RemoveAll(shm) })
+	ws, state := t.TempDir(), filepath.Join(shm, "state")
+	if err := os.Mkdir(state, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	wtx := func(args ...string) wtxResult { return wtxWith(t, failpoint, env, ws, state, args...) }
+	if r := wtx("run", "--backend", backend, "--name", "s", "--", "sh", "-c", "printf zzzzzzzz > f"); r.code != 0 {
+		t.Fatalf("wtx run: %v", r)
+	}
+	time.Sleep(30 * time.Millisecond)
+	staged, err := filepath.Glob(filepath.Join(state, "stages", "tx-*", "*", "f"))
+	if err != nil || len(staged) != 1 {
+		t.Fatalf("staged f: %v %v", staged, err)
+	}
+	run := exec.Command(wtxtest.Binary(t, failpoint), "-C", ws, "run", "--tx", "s", "--", "sleep", "2")
+	run.Env = append(append(os.Environ(), "WTX_STATE_DIR="+state), env...)
+	if err := run.Start(); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(700 * time.Millisecond) // the command runs
+	fd, err := syscall.Open(staged[0], syscall.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := syscall.Mmap(fd, 0, 8, syscall.PROT_READ|syscall.PROT_WRITE, syscall.MAP_SHARED)
+	syscall.Close(fd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m[0] = 'A'
+	time.Sleep(30 * time.Millisecond)
+	if r := wtx("status", "s"); r.code != 0 {
+		t.Fatalf("status while the command runs: %v", r)
+	}
+	m[0] = 'B' // the page is still dirty: no time moves
+	if err := syscall.Munmap(m); err != nil {
+		t.Fatal(err)
+	}
+	if err := run.Wait(); err != nil {
+		t.Fatalf("wtx run --tx: %v", err)
+	}
+	return stagedDigest(t, wtx("status", "--json", "s"), "f")
+}
+
+// TestDigestCacheKeepsNothingWhileACommandRuns: a status taken while a
+// command runs in the stage keeps no digest of the view, since a write
+// through a shared mapping to a page already dirty moves no time and would
+// leave such a digest naming content the file no longer holds. With the
+// view lock ignored (WTX_DISABLE=digest-cache-busy) the status keeps it and
+// the next one reports the stale digest.
+func TestDigestCacheKeepsNothingWhileACommandRuns(t *testing.T) {
+	bin := wtxtest.Binary(t, false)
+	backends := []string{"copy"}
+	if reason := overlayUsable(t, bin); reason == "" {
+		backends = append(backends, "overlay")
+	}
+	for _, b := range backends {
+		t.Run(b, func(t *testing.T) {
+			if got := mmapWhileRunning(t, b, false); got != sha("Bzzzzzzz") {
+				t.Errorf("after the mapped writes: f staged as %s, want %s (Bzzzzzzz)", got, sha("Bzzzzzzz"))
+			}
+			if got := mmapWhileRunning(t, b, true, "WTX_DISABLE=digest-cache-busy"); got != sha("Azzzzzzz") {
+				t.Errorf("negative control (view lock ignored): f staged as %s, want the stale %s", got, sha("Azzzzzzz"))
 			}
 		})
 	}

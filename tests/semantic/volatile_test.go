@@ -93,9 +93,9 @@ func TestOverlayVolatileMarkSettles(t *testing.T) {
 
 // TestOverlayViewInDoubtAfterRestart: a volatile mark from an earlier boot
 // means the machine stopped while the view was being written: what the
-// command wrote may be incomplete. status, diff, apply and another run are
-// refused (io.state-missing) and the workspace is untouched; fsck reports
-// it; drop still works. With the check off (WTX_DISABLE=view-in-doubt) the apply lands
+// command wrote may be incomplete. status, diff, apply, another run, a
+// per-file read or write and a fork are refused (io.state-missing) and the
+// workspace is untouched; fsck reports it; drop still works. With the check off (WTX_DISABLE=view-in-doubt) the apply lands
 // the view, which shows the test sees the refusal.
 func TestOverlayViewInDoubtAfterRestart(t *testing.T) {
 	overlayOrSkip(t)
@@ -118,7 +118,8 @@ func TestOverlayViewInDoubtAfterRestart(t *testing.T) {
 		return ws, state
 	}
 	ws, state := setup()
-	for _, args := range [][]string{{"status", "s"}, {"diff", "s"}, {"apply", "s"}, {"run", "--tx", "s", "--", "true"}} {
+	for _, args := range [][]string{{"status", "s"}, {"diff", "s"}, {"apply", "s"}, {"run", "--tx", "s", "--", "true"},
+		{"read", "--tx", "s", "a"}, {"fork", "s"}, {"write", "--tx", "s", "b"}, {"rm", "--tx", "s", "a"}} {
 		r := runWtx(t, ws, state, append([]string{"--json"}, args...)...)
 		if r.code == 0 {
 			t.Errorf("wtx %v with the view in doubt succeeded: %v", args, r)
@@ -129,6 +130,9 @@ func TestOverlayViewInDoubtAfterRestart(t *testing.T) {
 				t.Errorf("wtx %v: code %q, want io.state-missing\n%s", args, code, r.stdout)
 			}
 		}
+	}
+	if dirs, _ := filepath.Glob(filepath.Join(state, "stages", "tx-*")); len(dirs) != 1 {
+		t.Errorf("a stage in doubt was carried into another: %v", dirs)
 	}
 	if b, _ := os.ReadFile(filepath.Join(ws, "a")); string(b) != "base\n" {
 		t.Errorf("the workspace changed: a = %q", b)
