@@ -39,26 +39,13 @@ type Container struct {
 	viewLock *os.File // see lockView; released when Wait returns
 }
 
-// Start starts cmd (its Path resolved, its Dir relative to the view's
+// start starts cmd (its Path resolved, its Dir relative to the view's
 // root) in view v under a supervisor: a re-execution of this binary that
 // holds every process the command starts (in a PID namespace for the
 // overlay backend, as their child subreaper otherwise), keeps opts.Hold
 // open until the last of them is gone, and, when the command ends, stops
 // the rest (SIGTERM, then SIGKILL after opts.Grace) unless opts.Wait.
 // If the caller dies, the container is killed.
-func Start(v View, cmd *exec.Cmd, opts RunOptions) (*Container, error) {
-	lk := lockView(v.Root())
-	c, err := start(v, cmd, opts)
-	if err != nil {
-		if lk != nil {
-			lk.Close()
-		}
-		return nil, err
-	}
-	c.viewLock = lk
-	return c, nil
-}
-
 func start(v View, cmd *exec.Cmd, opts RunOptions) (*Container, error) {
 	var spec *nsSpec
 	if hv, ok := v.(helperView); ok {

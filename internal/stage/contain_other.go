@@ -28,23 +28,10 @@ type Container struct {
 	want     Containment
 }
 
-// Start starts cmd in view v. When the command's standard input is not a
+// start starts cmd in view v. When the command's standard input is not a
 // terminal, it gets a process group of its own, which is stopped with it
 // (SIGTERM, then SIGKILL after opts.Grace) unless opts.Wait. A command that
 // reads a terminal stays in the terminal's foreground group.
-func Start(v View, cmd *exec.Cmd, opts RunOptions) (*Container, error) {
-	lk := lockView(v.Root())
-	c, err := start(v, cmd, opts)
-	if err != nil {
-		if lk != nil {
-			lk.Close()
-		}
-		return nil, err
-	}
-	c.viewLock = lk
-	return c, nil
-}
-
 func start(v View, cmd *exec.Cmd, opts RunOptions) (*Container, error) {
 	if err := v.Prepare(cmd, opts); err != nil {
 		return nil, err

@@ -49,6 +49,9 @@ type walkOpts struct {
 	// enter, if set, is called with each directory the walk opened to
 	// read, right after its visit, before anything beneath it.
 	enter func(rel string, d *fsx.Dir) error
+	// skip, if set, is asked about every entry not excluded, before its
+	// visit: an entry it skips is not visited and nothing beneath it read.
+	skip func(rel string, st fsx.Stat) bool
 	// workers > 1 reads directories on up to that many goroutines: the
 	// callbacks may then be called concurrently and in any order, a
 	// directory's visit and enter still before anything beneath it.
@@ -138,10 +141,14 @@ func (w *walker) dir(d *fsx.Dir, prefix string) {
 			continue
 		}
 		st, err := d.Lstat(name)
-		if err == nil {
-			err = w.visit(rel, d, name, st)
-		}
 		if err != nil {
+			w.fail(err)
+			return
+		}
+		if o.skip != nil && o.skip(rel, st) {
+			continue
+		}
+		if err := w.visit(rel, d, name, st); err != nil {
 			w.fail(err)
 			return
 		}

@@ -1,11 +1,9 @@
 package semantic
 
 import (
-	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -15,22 +13,6 @@ import (
 
 	"github.com/wtx-dev/wtx/internal/wtxtest"
 )
-
-// wtxWith runs the wtx binary (the failpoint build when failpoint is set)
-// with extra environment.
-func wtxWith(t *testing.T, failpoint bool, env []string, ws, state string, args ...string) wtxResult {
-	t.Helper()
-	cmd := exec.Command(wtxtest.Binary(t, failpoint), append([]string{"-C", ws}, args...)...)
-	cmd.Env = append(append(os.Environ(), "WTX_STATE_DIR="+state), env...)
-	var out, errb bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errb
-	err := cmd.Run()
-	var ee *exec.ExitError
-	if err != nil && !errors.As(err, &ee) {
-		t.Fatalf("wtx %v: %v", args, err)
-	}
-	return wtxResult{code: cmd.ProcessState.ExitCode(), stdout: out.String(), stderr: errb.String()}
-}
 
 func sha(s string) string {
 	sum := sha256.Sum256([]byte(s))

@@ -35,8 +35,11 @@ func mcpLeaveSleep(t *testing.T, bin string, env []string) (mcpRunOut, string) {
 	m := marker(t)
 	t.Cleanup(func() { killToken("sleep " + m) })
 	var out mcpRunOut
+	// The command ends only once its background child has become sleep:
+	// a child still between its fork and its exec would be stopped as sh.
 	s.call("run", map[string]any{"tx": tx, "argv": []string{"sh", "-c",
-		"mkdir ex && echo x > ex/f && echo y > b.txt; sleep " + m + " >/dev/null 2>&1 &"}}).decode(t, &out)
+		"mkdir ex && echo x > ex/f && echo y > b.txt; sleep " + m + " >/dev/null 2>&1 & p=$!; i=0; " +
+			"while [ \"$(cat /proc/$p/comm 2>/dev/null)\" != sleep ] && [ $i -lt 500 ]; do i=$((i+1)); done"}}).decode(t, &out)
 	return out, m
 }
 
