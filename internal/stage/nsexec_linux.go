@@ -102,11 +102,7 @@ func enterView(s *nsSpec) error {
 			return err
 		}
 		s.volatileMarks = marks // close-on-exec; the helper's until it exits
-		// Overlayfs makes the directory with no permission bits; its
-		// owner opens it so that wtx outside this namespace can look
-		// for the mark (inDoubt). Where that fails the mark is only
-		// harder to see, and the view is held in doubt after a restart.
-		_ = unix.Fchmod(marks, 0o700) // see above
+		openMarks(s.Work, marks)
 	}
 	s.volatile = volatile
 	for _, rel := range s.Share {

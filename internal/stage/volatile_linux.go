@@ -121,6 +121,25 @@ func openMarkDir(work string) (int, error) {
 	return fd, nil
 }
 
+// openMarks gives the directories overlayfs made with no permission bits
+// (its work directory, and the mark's directories beneath it, the
+// directory of which is open at marks) to their owner: wtx outside the
+// helper's namespace then looks for the mark (inDoubt), and whoever
+// removes the stage directory as an ordinary user can read them. Where it
+// fails the mark is only harder to see, and the view is held in doubt
+// after a restart.
+func openMarks(work string, marks int) {
+	if fd, err := unix.Open(filepath.Dir(filepath.Dir(volatileMark(work))), unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0); err == nil {
+		_ = unix.Fchmod(fd, 0o700) // see above
+		unix.Close(fd)
+	}
+	_ = unix.Fchmod(marks, 0o700) // see above
+	if fd, err := unix.Openat(marks, filepath.Base(volatileMarks), unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0); err == nil {
+		_ = unix.Fchmod(fd, 0o700) // see above
+		unix.Close(fd)
+	}
+}
+
 // settleVolatileAt syncs the upper directory open at upper when it holds
 // anything, then removes the mark beneath the directory open at marks.
 func settleVolatileAt(upper, marks int) error {
