@@ -99,7 +99,7 @@ func (v *cloneView) Prepare(cmd *exec.Cmd, opts RunOptions) error {
 // Scan walks the view, hashes the files whose stat tuple moved, and fills
 // the base digests the change set needs from the workspace.
 func (v *cloneView) Scan(ctx context.Context, base *tree.Manifest, exclude tree.Selectors) ([]tree.Entry, error) {
-	cache := openDigestCache(filepath.Dir(v.root), filepath.Dir(v.root), v.root)
+	cache := v.digestCache()
 	es, err := scanTree(ctx, v.root, base, exclude, true, &v.leftOutSet, cache)
 	if err != nil {
 		return nil, err

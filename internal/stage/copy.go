@@ -287,6 +287,10 @@ type copyView struct {
 
 func (v *copyView) Root() string { return v.root }
 
+// digestCache is the stage's digest cache: the stage directory holds the
+// view, and a command running in it locks the view's root.
+func (v *copyView) digestCache() *digestCache { return openDigestCache(filepath.Dir(v.root), v.root) }
+
 func (v *copyView) Close() error { return nil }
 
 func (v *copyView) Prepare(cmd *exec.Cmd, opts RunOptions) error {
@@ -309,7 +313,7 @@ func (v *copyView) Readlink(rel string) (string, error) {
 
 // Scan walks the view and hashes only the files whose stat tuple moved.
 func (v *copyView) Scan(ctx context.Context, base *tree.Manifest, exclude tree.Selectors) ([]tree.Entry, error) {
-	cache := openDigestCache(filepath.Dir(v.root), filepath.Dir(v.root), v.root)
+	cache := v.digestCache()
 	es, err := scanTree(ctx, v.root, base, exclude, true, &v.leftOutSet, cache)
 	if err != nil {
 		return nil, err

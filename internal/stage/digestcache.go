@@ -56,7 +56,6 @@ import (
 // the file's tuple now: the negative control of the cache's tests.
 type digestCache struct {
 	file string // the cache file; "" when there is none (no stage directory)
-	dir  string // the directory where the fence file is made (view's filesystem)
 
 	mu      sync.Mutex
 	old     map[cacheKey]cacheVal // as loaded
@@ -96,11 +95,11 @@ const (
 	maxCacheEntries = 1 << 26
 )
 
-// openDigestCache reads the cache of the stage directory dir; fenceDir is
-// a directory on the view's filesystem where the fence file may be made,
-// and lockDir the directory a command running in the view holds locked.
-func openDigestCache(dir, fenceDir, lockDir string) *digestCache {
-	c := &digestCache{dir: fenceDir, next: map[cacheKey]cacheVal{}}
+// openDigestCache reads the cache of the stage directory dir (on the
+// view's file system: the fence file is made there); lockDir is the
+// directory a command running in the view holds locked.
+func openDigestCache(dir, lockDir string) *digestCache {
+	c := &digestCache{next: map[cacheKey]cacheVal{}}
 	if lockDir != "" && !failpoint.Disabled("digest-cache-busy") {
 		c.busy = viewBusy(lockDir)
 	}
@@ -151,10 +150,10 @@ func (c *digestCache) takeFence() {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.fence != 0 || c.dir == "" {
+	if c.fence != 0 {
 		return
 	}
-	t, err := fsTime(c.dir)
+	t, err := fsTime(filepath.Dir(c.file))
 	if err != nil {
 		c.fence = -1 // no fence: no view digest is kept
 		return

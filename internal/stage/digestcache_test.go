@@ -96,7 +96,7 @@ func TestDigestCacheEveryByteIsChecked(t *testing.T) {
 // moved misses.
 func TestDigestCacheKeepsOnlyWhatTheFenceProves(t *testing.T) {
 	dir := t.TempDir()
-	c := openDigestCache(dir, dir, "")
+	c := openDigestCache(dir, "")
 	d := sha256Hex("x")
 	st := tree.Stat{Ino: 1, Size: 1, Mtime: 100, Ctime: 100}
 	c.learn(sideView, "nofence", st, d) // no fence taken: never kept
@@ -107,7 +107,7 @@ func TestDigestCacheKeepsOnlyWhatTheFenceProves(t *testing.T) {
 	c.learn(sideBase, "base", tree.Stat{Ino: 4, Size: 1, Mtime: 900, Ctime: 900}, d)
 	c.save()
 
-	c = openDigestCache(dir, dir, "")
+	c = openDigestCache(dir, "")
 	for _, p := range []string{"nofence", "racy-ctime", "racy-mtime"} {
 		if _, ok := c.old[cacheKey{sideView, p}]; ok {
 			t.Errorf("%s was kept", p)
@@ -139,7 +139,7 @@ func TestDigestCacheDamagedReadsEmpty(t *testing.T) {
 	if err := os.WriteFile(file, raw, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	c := openDigestCache(dir, dir, "")
+	c := openDigestCache(dir, "")
 	if len(c.old) != 0 {
 		t.Fatalf("a damaged cache read as %d entries", len(c.old))
 	}
@@ -168,7 +168,7 @@ func TestDigestCacheNotAFile(t *testing.T) {
 				t.Fatal(err)
 			}
 			done := make(chan *digestCache, 1)
-			go func() { done <- openDigestCache(dir, dir, "") }()
+			go func() { done <- openDigestCache(dir, "") }()
 			select {
 			case c := <-done:
 				if len(c.old) != 0 {

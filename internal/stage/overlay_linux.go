@@ -405,7 +405,7 @@ func (v *overlayView) Scan(ctx context.Context, base *tree.Manifest, exclude tre
 	}
 	hide := append(append(tree.Selectors(nil), exclude...), v.hidden...)
 	v.leftOutSet.reset()
-	cache := openDigestCache(v.dir, v.dir, v.upper())
+	cache := openDigestCache(v.dir, v.upper())
 	nodes, err := v.readUpper(ctx, hide, v.excludedWrite(exclude), cache)
 	if err != nil {
 		return nil, err

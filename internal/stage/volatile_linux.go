@@ -162,33 +162,18 @@ func settleVolatileAt(upper, marks int) error {
 // it) beneath the directory open at marks.
 func removeMark(marks int) error {
 	name := filepath.Base(volatileMarks)
-	fd, err := unix.Openat(marks, name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	names, err := namesAt(marks, name, -1)
 	if errors.Is(err, unix.ENOENT) {
 		return nil
 	}
 	if err != nil {
 		return err
 	}
-	var names []string
-	buf := make([]byte, 4096)
-	for {
-		n, err := unix.ReadDirent(fd, buf)
-		if err != nil {
-			unix.Close(fd)
-			return err
-		}
-		if n <= 0 {
-			break
-		}
-		_, _, names = unix.ParseDirent(buf[:n], -1, names)
-	}
 	for _, child := range names {
-		if err := unix.Unlinkat(fd, child, 0); err != nil && !errors.Is(err, unix.ENOENT) {
-			unix.Close(fd)
+		if err := unix.Unlinkat(marks, name+"/"+child, 0); err != nil && !errors.Is(err, unix.ENOENT) {
 			return err
 		}
 	}
-	unix.Close(fd)
 	if err := unix.Unlinkat(marks, name, unix.AT_REMOVEDIR); err != nil && !errors.Is(err, unix.ENOENT) {
 		return err
 	}
@@ -197,22 +182,29 @@ func removeMark(marks int) error {
 
 // emptyDir reports whether the directory open at fd has no entries.
 func emptyDir(fd int) (bool, error) {
-	dup, err := unix.Openat(fd, ".", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	names, err := namesAt(fd, ".", 1)
+	return len(names) == 0, err
+}
+
+// namesAt reads up to max (all when negative) names of the directory name
+// beneath dirfd, through a handle of its own.
+func namesAt(dirfd int, name string, max int) ([]string, error) {
+	fd, err := unix.Openat(dirfd, name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 	if err != nil {
-		return false, err
+		return nil, err
 	}
-	defer unix.Close(dup)
+	defer unix.Close(fd)
+	var names []string
 	buf := make([]byte, 4096)
-	for {
-		n, err := unix.ReadDirent(dup, buf)
+	for max < 0 || len(names) < max {
+		n, err := unix.ReadDirent(fd, buf)
 		if err != nil {
-			return false, err
+			return nil, err
 		}
 		if n <= 0 {
-			return true, nil
+			break
 		}
-		if _, k, _ := unix.ParseDirent(buf[:n], 1, nil); k > 0 {
-			return false, nil
-		}
+		_, _, names = unix.ParseDirent(buf[:n], max-len(names), names)
 	}
+	return names, nil
 }
