@@ -11,6 +11,7 @@ import (
 	"github.com/wtx-dev/wtx/internal/blob"
 	"github.com/wtx-dev/wtx/internal/fsx"
 	"github.com/wtx-dev/wtx/internal/quote"
+	"github.com/wtx-dev/wtx/internal/stage"
 	"github.com/wtx-dev/wtx/internal/tree"
 )
 
@@ -41,8 +42,14 @@ type ApplyResult struct {
 }
 
 // testHookStored, when set by a test, runs once the apply's blobs are
-// stored, before the journal is written.
-var testHookStored func()
+// stored, before the journal is written. testHookStoredDamages says the
+// hook damages them: the temporary files are then written from the store,
+// not from the payloads the apply holds in memory (which it read and
+// hashed itself, and which a damaged object does not reach).
+var (
+	testHookStored        func()
+	testHookStoredDamages bool
+)
 
 // Apply folds the selected part of the change set onto the workspace, all
 // or nothing. A settled or dropped stage answers at once (refusal.dropped),
@@ -215,6 +222,9 @@ func (s *Stage) apply(ctx context.Context, opts ApplyOptions) (res *ApplyResult,
 		return nil, err
 	}
 	x := newExecutor(root, s.ws.blobs, chk.cas, s.ws.writeProgress(opts.Progress))
+	if !testHookStoredDamages {
+		x.held = batch.Held
+	}
 	// Settling runs past the commit marker: an interrupt does not stop it.
 	settle := func() error {
 		return s.advanceBase(context.WithoutCancel(ctx), cs, slices.Concat(chk.todo, chk.already))
@@ -295,6 +305,7 @@ func (s *Stage) payloads(ctx context.Context, batch *blob.Batch, cs []tree.Chang
 		return nil, err
 	}
 	defer v.Close()
+	raw, _ := v.(stage.RawOpener)
 	var shared []Conflict
 	for i := range cs {
 		c := &cs[i]
@@ -309,6 +320,22 @@ func (s *Stage) payloads(ctx context.Context, batch *blob.Batch, cs []tree.Chang
 		stored := intact(s.ws.blobs, blob.Digest(c.New.Digest))
 		if stored && !inWS {
 			continue // it lands from the store, and no workspace file can share its inode
+		}
+		if raw != nil {
+			f, ok, err := raw.OpenRaw(c.Path)
+			if err != nil {
+				return nil, stagingError(fmt.Errorf("read staged %s: %w", c.Path, err))
+			}
+			if ok {
+				cf, err := storePayload(ctx, batch, c, f, cur, inWS, stored)
+				if err != nil {
+					return nil, err
+				}
+				if cf != nil {
+					shared = append(shared, *cf)
+				}
+				continue
+			}
 		}
 		f, err := v.OpenFile(c.Path)
 		if err != nil {
@@ -335,6 +362,28 @@ func (s *Stage) payloads(ctx context.Context, batch *blob.Batch, cs []tree.Chang
 		}
 	}
 	return shared, nil
+}
+
+// storePayload is one file of payloads, opened as f (and closed here): a
+// conflict when it is the workspace file itself (cur, when inWS), else its
+// content copied into batch unless the store holds it (stored).
+func storePayload(ctx context.Context, batch *blob.Batch, c *tree.Change, f *fsx.File, cur fsx.Stat, inWS, stored bool) (*Conflict, error) {
+	defer f.Close()
+	if st := f.Stat(); inWS && st.Ino == cur.Ino && st.Dev == cur.Dev {
+		return &Conflict{Path: c.Path, Kind: "shared-inode",
+			Detail: "the staged file is the workspace file itself (same inode); applying it would be meaningless and writing it was never staged"}, nil
+	}
+	if stored {
+		return nil, nil
+	}
+	d, _, err := batch.PutFile(ctx, f)
+	if err != nil {
+		return nil, AsError(fmt.Errorf("store staged %s: %w", c.Path, err))
+	}
+	if string(d) != c.New.Digest {
+		return nil, &Error{Code: CodeUnstable, Message: fmt.Sprintf("staged file %s changed while it was applied; run the apply again", quote.Path(c.Path))}
+	}
+	return nil, nil
 }
 
 // refusalClasses are the conflict classes in the order an apply reports

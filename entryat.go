@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"syscall"
 
@@ -162,13 +161,13 @@ func entryIn(ctx context.Context, d *fsx.Dir, rel, name string, cr contentReader
 // readContent hashes the file name and checks that what was
 // read is as long as the file was when it was looked at.
 func readContent(ctx context.Context, d *fsx.Dir, rel, name string, st fsx.Stat, cr contentReader) (string, error) {
-	f, err := d.OpenFile(name)
+	f, err := d.Open(name)
 	if err != nil {
 		return "", AsError(err)
 	}
 	defer f.Close()
 	h := blob.NewHasher()
-	n, err := io.Copy(h, f)
+	n, err := f.ReadTo(h, nil)
 	dg := h.Digest()
 	if err != nil {
 		return "", AsError(fmt.Errorf("read %s: %w", quote.Path(rel), err))

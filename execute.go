@@ -52,6 +52,9 @@ type executor struct {
 	pending []*pendingWrite
 	// progress, if set, hears of each step before it runs (i of n).
 	progress func(i, n int)
+	// held returns the content of a small payload the apply read into
+	// memory already (nil: none is).
+	held func(blob.Digest) ([]byte, bool)
 }
 
 // pendingWrite is a new file written under a temporary name that has not
@@ -335,7 +338,7 @@ func (x *executor) write(d *fsx.Dir, r journal.Record) (func() error, error) {
 		// test: each is synced and lands at once.)
 		pending := st.Kind == tree.StepWrite && st.Old == nil && !failpoint.Disabled("land-together")
 		var err error
-		if tmp, err = writeTemp(x.blobs, d, st.New, r.Tmp, !pending); err != nil {
+		if tmp, err = x.writeTemp(d, st.New, r.Tmp, !pending); err != nil {
 			return nil, err
 		}
 		if pending {
@@ -491,9 +494,10 @@ func (x *executor) undoIn(rel string, fn func(d *fsx.Dir) error) func() error {
 // writes under its temporary name before any step runs, in every directory
 // that exists already, and makes them durable together. Steps whose
 // directory the plan creates (or opens to its owner) make their own
-// temporary file when they run (see land). The files are written by a few workers, a directory at a
-// time each: creating a file is, on many file systems, kernel time that
-// spreads over the cores. Each file opens its directory afresh.
+// temporary file when they run (see land). The files are written by a few
+// workers, a directory at a time each, which resolves the directory once:
+// creating a file is, on many file systems, kernel time that spreads over
+// the cores.
 func (x *executor) prepareTemps(recs []journal.Record) error {
 	x.pretemps = map[string]string{}
 	// Directories the plan makes, or opens to their owner in its first
@@ -542,8 +546,12 @@ func (x *executor) prepareTemps(recs []journal.Record) error {
 		go func() {
 			defer wg.Done()
 			for batch := range jobs {
+				d, derr := x.root.OpenDir(tree.Parent(batch[0].Step.Path))
 				for _, r := range batch {
-					tmp, err := x.prepareTemp(r)
+					tmp, err := "", derr
+					if err == nil {
+						tmp, err = x.writeTemp(d, r.Step.New, r.Tmp, false)
+					}
 					mu.Lock()
 					if err != nil && firstErr == nil {
 						firstErr = err
@@ -560,6 +568,9 @@ func (x *executor) prepareTemps(recs []journal.Record) error {
 						break
 					}
 					failpoint.Hit("apply:temp-prepared")
+				}
+				if d != nil {
+					_ = d.Close() // a directory handle: the files are written and closed
 				}
 			}
 		}()
@@ -583,18 +594,6 @@ func (x *executor) prepareTemps(recs []journal.Record) error {
 
 // maxPrepareWorkers bounds the workers of prepareTemps.
 const maxPrepareWorkers = 8
-
-// prepareTemp writes the temporary file of r in its directory, opened
-// afresh beneath the root (what wtx writes never follows a directory that
-// moved out of the workspace since it was last looked up).
-func (x *executor) prepareTemp(r journal.Record) (string, error) {
-	d, err := x.root.OpenDir(tree.Parent(r.Step.Path))
-	if err != nil {
-		return "", err
-	}
-	defer d.Close()
-	return writeTemp(x.blobs, d, r.Step.New, r.Tmp, false)
-}
 
 // dropPretemps removes the prepared temporary files no step consumed. It
 // reports whether every one is gone.
@@ -648,11 +647,15 @@ func (x *executor) cleanup() bool {
 			continue
 		}
 		for _, t := range byDir[dir] {
-			remove := d.Unlink
-			if st, serr := d.Lstat(t.name); serr == nil && st.Mode.IsDir() {
-				remove = d.Rmdir
+			// A pre-image moved aside is a file or a symlink; a directory
+			// (which unlink refuses) is looked at only then.
+			err := removeOpening(d, t.name, d.Unlink)
+			if err != nil && !errors.Is(err, fs.ErrNotExist) {
+				if st, serr := d.Lstat(t.name); serr == nil && st.Mode.IsDir() {
+					err = removeOpening(d, t.name, d.Rmdir)
+				}
 			}
-			if err := removeOpening(d, t.name, remove); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			if err != nil && !errors.Is(err, fs.ErrNotExist) {
 				clean = false
 			}
 			failpoint.Hit("apply:cleanup")
@@ -702,9 +705,33 @@ func restoreEntry(blobs *blob.Store, d *fsx.Dir, name string, old *tree.Entry) e
 	return nil
 }
 
+// writeTemp is the package's writeTemp, with the content of a payload
+// the apply holds in memory taken from there (x.held).
+func (x *executor) writeTemp(d *fsx.Dir, e *tree.Entry, prefix string, durable bool) (string, error) {
+	if x.held == nil || e.Type != tree.File {
+		return writeTemp(x.blobs, d, e, prefix, durable)
+	}
+	data, ok := x.held(blob.Digest(e.Digest))
+	if !ok {
+		return writeTemp(x.blobs, d, e, prefix, durable)
+	}
+	return writeTempFrom(d, e, prefix, durable, func(f *fsx.File) error { return f.WriteAt(data, 0) })
+}
+
 // writeTemp writes e (a file's blob, or a symlink) under a fresh temporary
 // name in d, synced when durable, and returns the name.
 func writeTemp(blobs *blob.Store, d *fsx.Dir, e *tree.Entry, prefix string, durable bool) (string, error) {
+	// The content is checked against its digest as it is copied: a
+	// damaged blob never lands (the temporary file goes below).
+	return writeTempFrom(d, e, prefix, durable, func(f *fsx.File) error {
+		_, err := blobs.CopyToFile(context.Background(), f, blob.Digest(e.Digest))
+		return err
+	})
+}
+
+// writeTempFrom writes e under a fresh temporary name in d, a file's
+// content with fill, synced when durable, and returns the name.
+func writeTempFrom(d *fsx.Dir, e *tree.Entry, prefix string, durable bool, fill func(*fsx.File) error) (string, error) {
 	if e.Type == tree.Symlink {
 		tmp := prefix + "l"
 		if err := d.Symlink(e.Target, tmp); err != nil {
@@ -712,18 +739,24 @@ func writeTemp(blobs *blob.Store, d *fsx.Dir, e *tree.Entry, prefix string, dura
 		}
 		return tmp, nil
 	}
-	f, tmp, err := d.CreateTemp(prefix)
+	// Made with its permission bits when the umask leaves them whole,
+	// else private until its fchmod.
+	perm := fs.FileMode(e.Perm)
+	exact := fsx.ExactPerm(perm)
+	made := perm
+	if !exact {
+		made = 0o600
+	}
+	f, tmp, err := d.CreateTempFile(prefix, made)
 	if err != nil {
 		return "", err
 	}
-	// The content is checked against its digest as it is copied: a
-	// damaged blob never lands (the temporary file goes below).
-	_, err = blobs.CopyTo(context.Background(), f, blob.Digest(e.Digest))
-	if err == nil {
-		err = f.Chmod(fs.FileMode(e.Perm))
+	err = fill(f)
+	if err == nil && !exact {
+		err = f.Chmod(perm)
 	}
 	if err == nil && durable {
-		err = fsx.SyncFile(f)
+		err = f.Sync()
 	}
 	if cerr := f.Close(); err == nil {
 		err = cerr

@@ -91,19 +91,15 @@ func copyPreimage(ctx context.Context, root *fsx.Root, batch *blob.Batch, c tree
 		return AsError(fmt.Errorf("store pre-image of %s: %w", quote.Path(c.Path), err))
 	}
 	defer d.Close()
-	f, err := d.OpenFile(tree.Base(c.Path))
+	f, err := d.Open(tree.Base(c.Path))
 	if err != nil {
 		return AsError(fmt.Errorf("store pre-image of %s: %w", quote.Path(c.Path), err))
 	}
 	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		return AsError(fmt.Errorf("store pre-image of %s: %w", quote.Path(c.Path), err))
-	}
-	if ino, _, ok := inodeOf(fi); !noCAS && (!ok || ino != id.Ino) {
+	if !noCAS && f.Stat().Ino != id.Ino {
 		return changed
 	}
-	got, _, err := batch.Put(ctx, f)
+	got, _, err := batch.PutFile(ctx, f)
 	if err != nil {
 		return AsError(fmt.Errorf("store pre-image of %s: %w", quote.Path(c.Path), err))
 	}

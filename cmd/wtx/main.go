@@ -12,9 +12,13 @@ import (
 	"runtime/pprof"
 
 	"github.com/wtx-dev/wtx/internal/cli"
+	"github.com/wtx-dev/wtx/internal/fsx"
 )
 
 func main() {
+	// The command never changes its umask: files it creates with bits the
+	// umask leaves whole need no fchmod.
+	fsx.FixUmask()
 	// wtx's own data (manifests, change sets) is small next to the trees it
 	// walks: keep the heap near it rather than letting it double between
 	// collections. GOMEMLIMIT, when set, wins.

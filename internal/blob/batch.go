@@ -5,8 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
+	"syscall"
 
 	"github.com/wtx-dev/wtx/internal/fsx"
 )
@@ -21,7 +23,14 @@ type Batch struct {
 	s       *Store
 	pending []pending
 	seen    map[Digest]bool
+	// held keeps the content of small objects put with PutFile, up to
+	// heldLimit bytes in all, for Held.
+	held      map[Digest][]byte
+	heldBytes int
 }
+
+// heldLimit bounds the bytes a batch keeps for Held.
+const heldLimit = 16 << 20
 
 type pending struct {
 	tmp string
@@ -65,6 +74,56 @@ func (b *Batch) Put(ctx context.Context, r io.Reader) (Digest, int64, error) {
 	return d, n, nil
 }
 
+// PutFile stores the content of f, read from its start to its end, like
+// Put. A file under 64 KiB is read with one call and its object written
+// with one; content the batch holds already is not written again.
+func (b *Batch) PutFile(ctx context.Context, f *fsx.File) (Digest, int64, error) {
+	if err := ctx.Err(); err != nil {
+		return "", 0, fmt.Errorf("put blob: %w", err)
+	}
+	buf := smallBufs.Get().(*[]byte)
+	defer smallBufs.Put(buf)
+	data, ok, err := f.ReadSmall(*buf)
+	if err != nil {
+		return "", 0, fmt.Errorf("put blob: %w", err)
+	}
+	if !ok {
+		o, err := f.Dup()
+		if err != nil {
+			return "", 0, fmt.Errorf("put blob: %w", err)
+		}
+		defer o.Close()
+		return b.Put(ctx, o)
+	}
+	d, n := Sum(data), int64(len(data))
+	if b.seen[d] {
+		return d, n, nil
+	}
+	tmp, err := b.s.writeTemp(data)
+	if err != nil {
+		return "", 0, fmt.Errorf("put blob: %w", err)
+	}
+	if b.heldBytes+len(data) <= heldLimit {
+		if b.held == nil {
+			b.held = map[Digest][]byte{}
+		}
+		b.held[d] = append([]byte(nil), data...)
+		b.heldBytes += len(data)
+	}
+	b.seen[d] = true
+	b.pending = append(b.pending, pending{tmp: tmp, d: d, n: n})
+	return d, n, nil
+}
+
+// Held returns the content of the object d when the batch put it with
+// PutFile and kept it (small objects, up to a bound in all): it hashed to
+// d as it was read, and whoever writes it next need not read it back from
+// the store. The slice must not be modified.
+func (b *Batch) Held(d Digest) ([]byte, bool) {
+	data, ok := b.held[d]
+	return data, ok
+}
+
 // Commit makes every object of the batch durable and visible: the
 // temporary files are synced (one syncfs), renamed into place, and the
 // renames synced (another syncfs). Where syncfs is not available, each file
@@ -94,11 +153,15 @@ func (b *Batch) Commit() (err error) {
 		dst := b.s.Path(p.d)
 		prefix := filepath.Dir(dst)
 		// Replaced when it exists, as by Store.Put: damage heals and a
-		// reused object is young again.
-		if err := b.s.ensurePrefixDir(prefix); err != nil {
-			return fmt.Errorf("commit blob %s: %w", p.d, err)
+		// reused object is young again. The prefix directory is made
+		// only when the rename says it is missing.
+		err := rename(p.tmp, dst)
+		if errors.Is(err, fs.ErrNotExist) {
+			if err = b.s.ensurePrefixDir(prefix); err == nil {
+				err = rename(p.tmp, dst)
+			}
 		}
-		if err := os.Rename(p.tmp, dst); err != nil {
+		if err != nil {
 			return fmt.Errorf("commit blob %s: %w", p.d, err)
 		}
 		b.pending[i].tmp = ""
@@ -136,4 +199,19 @@ func syncPath(p string) error {
 	}
 	defer f.Close()
 	return fsx.SyncFile(f)
+}
+
+// rename is rename(2): os.Rename first looks at the new name to refuse a
+// directory there, which an object's name never is.
+func rename(from, to string) error {
+	for {
+		err := syscall.Rename(from, to)
+		if err == syscall.EINTR {
+			continue
+		}
+		if err != nil {
+			return &os.LinkError{Op: "rename", Old: from, New: to, Err: err}
+		}
+		return nil
+	}
 }

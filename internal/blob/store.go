@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 )
@@ -158,6 +159,97 @@ func (s *Store) createTemp() (*os.File, error) {
 	return f, err
 }
 
+// smallBufs holds the buffers small objects are read into: one byte more
+// than the largest small file (see fsx.File.ReadSmall).
+var smallBufs = sync.Pool{New: func() any { b := make([]byte, smallObject+1); return &b }}
+
+// smallObject is the size under which an object is read and written whole.
+const smallObject = 64 << 10
+
+// writeTemp writes data into a new temporary file with the object's mode
+// and returns its name; the file is not synced.
+func (s *Store) writeTemp(data []byte) (string, error) {
+	dir := filepath.Join(s.dir, tmpDir)
+	f, err := fsx.CreateAt(dir, tmpPrefix, objectPerm)
+	if errors.Is(err, fs.ErrNotExist) {
+		if err := os.MkdirAll(dir, dirPerm); err != nil {
+			return "", err
+		}
+		f, err = fsx.CreateAt(dir, tmpPrefix, objectPerm)
+	}
+	if err != nil {
+		return "", err
+	}
+	err = f.WriteAt(data, 0)
+	if err == nil && !fsx.ExactPerm(objectPerm) {
+		err = f.Chmod(objectPerm)
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		_ = os.Remove(f.Name()) // best effort: CleanTemp removes leftovers
+		return "", err
+	}
+	return f.Name(), nil
+}
+
+// openSmall reads the object d whole into buf when it is shorter than buf
+// (smallObject+1 bytes: under 64 KiB); a larger object is returned open
+// instead, for the caller to read as a stream and close. Errors are as for
+// [Store.Open].
+func (s *Store) openSmall(op string, d Digest, buf []byte) (f *fsx.File, data []byte, err error) {
+	p, err := s.path(op, d)
+	if err != nil {
+		return nil, nil, err
+	}
+	data, f, err = fsx.ReadSmallFile(p, buf)
+	if err != nil {
+		return nil, nil, missing(op, d, err)
+	}
+	return f, data, nil
+}
+
+// CopyToFile is CopyTo into a new empty fsx.File: an object under 64 KiB
+// is read with one call, checked, and written with one.
+func (s *Store) CopyToFile(ctx context.Context, dst *fsx.File, d Digest) (int64, error) {
+	buf := smallBufs.Get().(*[]byte)
+	defer smallBufs.Put(buf)
+	src, data, err := s.openSmall("copy", d, *buf)
+	if err != nil {
+		return 0, err
+	}
+	if src == nil {
+		if got := Sum(data); got != d {
+			return 0, corrupt("copy", d, got)
+		}
+		if err := dst.WriteAt(data, 0); err != nil {
+			return 0, fmt.Errorf("copy blob %s: %w", d, err)
+		}
+		return int64(len(data)), nil
+	}
+	defer src.Close()
+	from, err := src.Dup()
+	if err != nil {
+		return 0, err
+	}
+	defer from.Close()
+	to, err := dst.Dup()
+	if err != nil {
+		return 0, err
+	}
+	defer to.Close()
+	h := NewHasher()
+	n, err := fsx.CopySparse(ctx, to, from, h)
+	if err != nil {
+		return n, fmt.Errorf("copy blob %s: %w", d, err)
+	}
+	if got := h.Digest(); got != d {
+		return n, corrupt("copy", d, got)
+	}
+	return n, nil
+}
+
 // ensurePrefixDir creates the two-hex-digit directory dir if it is missing
 // and makes its entry in the objects directory durable.
 func (s *Store) ensurePrefixDir(dir string) error {
@@ -286,13 +378,21 @@ func corrupt(op string, d, got Digest) error {
 // Verify re-reads the object d and returns an error wrapping [ErrCorrupt] if
 // its content no longer hashes to d. Other errors are as for [Store.Open].
 func (s *Store) Verify(d Digest) error {
-	f, err := s.Open(d)
+	buf := smallBufs.Get().(*[]byte)
+	defer smallBufs.Put(buf)
+	small, data, err := s.openSmall("verify", d, *buf)
 	if err != nil {
 		return err
 	}
-	defer f.Close()
+	if small == nil {
+		if got := Sum(data); got != d {
+			return corrupt("verify", d, got)
+		}
+		return nil
+	}
+	defer small.Close()
 	h := NewHasher()
-	if _, err := io.Copy(h, f); err != nil {
+	if _, err := small.ReadTo(h, nil); err != nil {
 		return fmt.Errorf("verify blob %s: %w", d, err)
 	}
 	if got := h.Digest(); got != d {

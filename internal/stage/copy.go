@@ -283,6 +283,7 @@ func attachCopy(workspace, dir string) (*copyView, error) {
 type copyView struct {
 	root string
 	leftOutSet
+	raw rawOpener
 }
 
 func (v *copyView) Root() string { return v.root }
@@ -291,7 +292,13 @@ func (v *copyView) Root() string { return v.root }
 // view, and a command running in it locks the view's root.
 func (v *copyView) digestCache() *digestCache { return openDigestCache(filepath.Dir(v.root), v.root) }
 
-func (v *copyView) Close() error { return nil }
+func (v *copyView) Close() error {
+	v.raw.close()
+	return nil
+}
+
+// OpenRaw opens the staged regular file rel as an fsx.File (see RawOpener).
+func (v *copyView) OpenRaw(rel string) (*fsx.File, bool, error) { return v.raw.open(v.root, rel) }
 
 func (v *copyView) Prepare(cmd *exec.Cmd, opts RunOptions) error {
 	if err := refuseConfinement("copy", opts); err != nil {

@@ -245,6 +245,8 @@ type overlayView struct {
 	// kept until Close: reading many files resolves it once.
 	mu        sync.Mutex
 	upperRoot *fsx.Root
+	// raw opens the upper directory's files for OpenRaw.
+	raw rawOpener
 	// doubt is what inDoubtOnce found, once doubtChecked.
 	doubt        error
 	doubtChecked bool
@@ -273,6 +275,7 @@ func (v *overlayView) Root() string { return "" }
 // makes its work directory's inner "work" directory with no permission bits,
 // which an unprivileged owner could not remove once the namespace is gone.
 func (v *overlayView) Close() error {
+	v.raw.close()
 	v.mu.Lock()
 	if v.upperRoot != nil {
 		_ = v.upperRoot.Close() // a directory opened read-only: nothing to lose
@@ -766,6 +769,18 @@ func (v *overlayView) openUpper(rel string) (*os.File, bool) {
 		return nil, false
 	}
 	return f, true
+}
+
+// OpenRaw opens rel as an fsx.File when the upper directory holds it as a
+// regular file (see openUpper and RawOpener); ok is false otherwise.
+func (v *overlayView) OpenRaw(rel string) (*fsx.File, bool, error) {
+	if err := v.inDoubtOnce(); err != nil {
+		return nil, false, err
+	}
+	if v.hidden.Match(rel) {
+		return nil, false, nil
+	}
+	return v.raw.open(v.upper(), rel)
 }
 
 func (v *overlayView) Readlink(rel string) (string, error) {
