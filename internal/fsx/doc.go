@@ -30,6 +30,18 @@
 // elsewhere. Later calls then act on that directory in its new place. They never
 // act on a different directory that now has the old name.
 //
+// # Files
+//
+// A [File] is a regular file held by its descriptor alone: [Dir.Open] opens
+// one for reading beneath a directory handle, [Dir.CreateTempFile] and
+// [CreateAt] create one, [ReadSmallFile] reads a small one whole with one
+// call. Reads and writes are positioned; a read of a file under 64 KiB is
+// one pread of one byte more than its size, whose short count is its end.
+// The engine moves its many small files this way: an *os.File asks the
+// descriptor's flags when it is made and when it is used. A command that
+// never changes its umask says so with [FixUmask], and files it creates
+// with bits the umask leaves whole need no fchmod ([ExactPerm]).
+//
 // # Durability
 //
 // [Dir.Sync], [SyncDir] and [WriteFileAtomic] flush data and directory entries
