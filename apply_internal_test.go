@@ -219,3 +219,110 @@ func TestApplyRefusalHasEveryClass(t *testing.T) {
 		t.Fatalf("a refused apply changed the workspace:\n%s", got)
 	}
 }
+
+// TestRollbackKeepsWritesAfterLanding makes an apply fail after some of its
+// files landed, each time once something outside wrote into a file the
+// apply had already landed (an append, a rename over it, a chmod): the
+// rollback must not throw that write away. The path is left as written,
+// the apply fails as not fully undone (internal, its journal kept), and the
+// recovery that follows refuses to overwrite it. Every file of the apply
+// kind is covered: a modified file (exchanged), a new file in an existing
+// directory and a new file in a new directory (landed with the others).
+// Its negative control: in a build with -tags wtxfailpoint, with
+// WTX_DISABLE=still-written, every case fails (the rollback overwrites).
+func TestRollbackKeepsWritesAfterLanding(t *testing.T) {
+	if _, err := exec.LookPath("sh"); err != nil {
+		t.Skip("needs sh")
+	}
+	ctx := context.Background()
+	writes := map[string]func(p string) error{
+		"append": func(p string) error {
+			f, err := os.OpenFile(p, os.O_WRONLY|os.O_APPEND, 0)
+			if err != nil {
+				return err
+			}
+			_, err = f.WriteString("USER\n")
+			return errors.Join(err, f.Close())
+		},
+		"replace": func(p string) error {
+			if err := os.WriteFile(p+".new", []byte("USER\n"), 0o644); err != nil {
+				return err
+			}
+			return os.Rename(p+".new", p)
+		},
+		"chmod": func(p string) error { return os.Chmod(p, 0o600) },
+	}
+	for _, target := range []string{"a", "new", "n/new"} {
+		for how, write := range writes {
+			t.Run(target+"/"+how, func(t *testing.T) {
+				work, state := t.TempDir(), t.TempDir()
+				for _, p := range []string{"a", "z"} {
+					if err := os.WriteFile(filepath.Join(work, p), []byte("base "+p+"\n"), 0o644); err != nil {
+						t.Fatal(err)
+					}
+				}
+				ws, err := Open(ctx, work, Options{StateDir: state})
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer ws.Close()
+				st, err := ws.Begin(ctx, BeginOptions{Backend: "copy"})
+				if err != nil {
+					t.Fatal(err)
+				}
+				script := "echo staged >> a && echo staged > new && mkdir n m && echo staged > n/new && echo staged > m/x && echo staged >> z"
+				if res, err := st.Run(ctx, []string{"sh", "-c", script}, RunOptions{}); err != nil || res.ExitCode != 0 {
+					t.Fatalf("run: %v, %v", err, res)
+				}
+				injected := errors.New("injected failure")
+				p := filepath.Join(work, target)
+				var wrote []byte
+				dirPerms := 0
+				testHookStep = func(i int, s tree.Step) error {
+					if s.Kind != tree.StepDirPerm {
+						return nil
+					}
+					// The new files in new directories land before the
+					// first directory's mode is set: by the second, every
+					// file has landed. Write into the target, then fail.
+					if dirPerms++; dirPerms < 2 {
+						return nil
+					}
+					if err := write(p); err != nil {
+						return err
+					}
+					var err error
+					wrote, err = os.ReadFile(p)
+					if err != nil {
+						return err
+					}
+					return injected
+				}
+				_, err = st.Apply(ctx, ApplyOptions{})
+				testHookStep = nil
+				if wrote == nil {
+					t.Fatalf("the hook never wrote (apply: %v)", err)
+				}
+				if e := AsError(err); e == nil || e.Code != CodeInternal || !strings.Contains(e.Message, errWrittenSince.Error()) {
+					t.Fatalf("apply: %v; want %s saying the path was %q", err, CodeInternal, errWrittenSince)
+				}
+				got, rerr := os.ReadFile(p)
+				if rerr != nil || !bytes.Equal(got, wrote) {
+					t.Fatalf("%s holds %q (%v) after the rollback, want the outside write %q", target, got, rerr, wrote)
+				}
+				if how == "chmod" {
+					if fi, err := os.Stat(p); err != nil || fi.Mode().Perm() != 0o600 {
+						t.Fatalf("%s: mode after the rollback %v (%v), want 0600", target, fi.Mode(), err)
+					}
+				}
+				// The recovery that follows refuses to overwrite it.
+				if _, err := ws.Recover(ctx, false); err == nil {
+					t.Errorf("recovery overwrote nothing and did not refuse")
+				}
+				if got, err := os.ReadFile(p); err != nil || !bytes.Equal(got, wrote) {
+					t.Errorf("%s holds %q after recovery, want %q", target, got, wrote)
+				}
+			})
+		}
+	}
+}

@@ -347,6 +347,9 @@ func (x *executor) write(d *fsx.Dir, r journal.Record) (func() error, error) {
 			failpoint.Hit("apply:temp-written")
 			return x.undoIn(st.Path, func(d *fsx.Dir) error {
 				if pw.landed {
+					if err := stillWritten(d, st.Path, name, st.New); err != nil {
+						return err
+					}
 					return d.Unlink(name)
 				}
 				return d.Unlink(pw.tmp)
@@ -362,7 +365,12 @@ func (x *executor) write(d *fsx.Dir, r journal.Record) (func() error, error) {
 			}
 			return nil, err
 		}
-		return x.undoIn(st.Path, func(d *fsx.Dir) error { return d.Unlink(name) }), nil
+		return x.undoIn(st.Path, func(d *fsx.Dir) error {
+			if err := stillWritten(d, st.Path, name, st.New); err != nil {
+				return err
+			}
+			return d.Unlink(name)
+		}), nil
 	}
 	if err := x.untouched(d, st.Path, name); err != nil {
 		_ = d.Unlink(tmp) // best effort: a leftover is the journal's to remove
@@ -387,12 +395,40 @@ func (x *executor) write(d *fsx.Dir, r journal.Record) (func() error, error) {
 	}
 	t := x.moveAside(st.Path, tmp)
 	return x.undoIn(st.Path, func(d *fsx.Dir) error {
+		if err := stillWritten(d, st.Path, name, st.New); err != nil {
+			return err
+		}
 		t.live = false
 		if err := d.Exchange(tmp, d, name); err != nil {
 			return err
 		}
 		return d.Unlink(tmp)
 	}), nil
+}
+
+// errWrittenSince is the undo of a write step that finds its path no
+// longer holding what the step wrote: someone wrote into it (or replaced
+// it) after it landed, and putting the pre-image back would throw that
+// away. The path is left as it is; the apply then fails as not fully
+// undone, its journal stays, and recovery reports the path (it never
+// overwrites a change made outside).
+var errWrittenSince = errors.New("changed outside the stage after the apply wrote it; left as it is")
+
+// stillWritten checks, before the undo of a write step, that name holds
+// what the step wrote (e), content and mode; it reads the file (an undo
+// runs only when an apply fails).
+func stillWritten(d *fsx.Dir, rel, name string, e *tree.Entry) error {
+	if failpoint.Disabled("still-written") {
+		return nil // negative control: a rollback that overwrites later writes
+	}
+	at, err := entryIn(context.Background(), d, rel, name, contentReader{})
+	if err != nil {
+		return err
+	}
+	if !at.holds(e) {
+		return errWrittenSince
+	}
+	return nil
 }
 
 // chmod changes a file's permission bits.
