@@ -239,8 +239,15 @@ func (s *Store) CopyToFile(ctx context.Context, dst *fsx.File, d Digest) (int64,
 		return 0, err
 	}
 	defer to.Close()
+	return copyChecked(ctx, to, from, d)
+}
+
+// copyChecked copies src, the object d, into dst with its holes, hashing it
+// on the way: content that does not hash to d is an error wrapping
+// ErrCorrupt.
+func copyChecked(ctx context.Context, dst, src *os.File, d Digest) (int64, error) {
 	h := NewHasher()
-	n, err := fsx.CopySparse(ctx, to, from, h)
+	n, err := fsx.CopySparse(ctx, dst, src, h)
 	if err != nil {
 		return n, fmt.Errorf("copy blob %s: %w", d, err)
 	}
@@ -330,15 +337,7 @@ func (s *Store) CopyTo(ctx context.Context, dst *os.File, d Digest) (int64, erro
 		return 0, err
 	}
 	defer src.Close()
-	h := NewHasher()
-	n, err := fsx.CopySparse(ctx, dst, src, h)
-	if err != nil {
-		return n, fmt.Errorf("copy blob %s: %w", d, err)
-	}
-	if got := h.Digest(); got != d {
-		return n, corrupt("copy", d, got)
-	}
-	return n, nil
+	return copyChecked(ctx, dst, src, d)
 }
 
 // NewReader returns a reader of the object d that checks the content against

@@ -147,39 +147,19 @@ func (d *Dir) OpenDir(name string) (*Dir, error) {
 // name fails with an error wrapping both [ErrNotRegular] and [ErrSymlink]. The
 // returned file is in blocking mode.
 func (d *Dir) OpenFile(name string) (*os.File, error) {
-	rel, err := d.check("open", name)
+	f, err := d.Open(name)
 	if err != nil {
 		return nil, err
 	}
-	fd, err := openAt(d.fd, name, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_NOCTTY, 0)
-	if err != nil {
-		if err != unix.ENOENT {
-			if st, serr := lstatAt(d.fd, name); serr == nil && fileMode(uint32(st.Mode))&fs.ModeSymlink != 0 {
-				err = errSymlinkNotRegular
-			}
-		}
-		return nil, &fs.PathError{Op: "open", Path: rel, Err: err}
+	// Back to blocking mode: F_SETFL sets only the status flags, and none
+	// but O_NONBLOCK was asked for.
+	if _, err := unix.FcntlInt(uintptr(f.fd), unix.F_SETFL, 0); err != nil {
+		_ = f.Close() // the fcntl error is what the caller needs
+		return nil, &fs.PathError{Op: "fcntl", Path: f.name, Err: err}
 	}
-	st, err := fstat(fd)
-	switch {
-	case err != nil:
-		err = &fs.PathError{Op: "fstat", Path: rel, Err: err}
-	case !fileMode(uint32(st.Mode)).IsRegular():
-		err = &fs.PathError{Op: "open", Path: rel, Err: ErrNotRegular}
-	case uint64(st.Dev) != d.dev:
-		err = &fs.PathError{Op: "open", Path: rel, Err: ErrCrossDevice}
-	default:
-		// Back to blocking mode: F_SETFL sets only the status flags, and
-		// none but O_NONBLOCK was asked for.
-		if _, err = unix.FcntlInt(uintptr(fd), unix.F_SETFL, 0); err != nil {
-			err = &fs.PathError{Op: "fcntl", Path: rel, Err: err}
-		}
-	}
-	if err != nil {
-		unix.Close(fd)
-		return nil, err
-	}
-	return os.NewFile(uintptr(fd), rel), nil
+	fd := f.fd
+	f.fd = -1 // the *os.File owns it now
+	return os.NewFile(uintptr(fd), f.name), nil
 }
 
 // CreateTemp creates a new file named prefix followed by random characters,

@@ -27,9 +27,11 @@ type File struct {
 	st   Stat
 }
 
-// Open opens the regular file name for reading, as [Dir.OpenFile] does,
-// without the second call that clears O_NONBLOCK: O_NONBLOCK has no effect
-// on a regular file's reads.
+// Open opens the regular file name for reading. It opens with O_NONBLOCK
+// and O_NOFOLLOW, then refuses anything but a regular file on the
+// directory's device with an error wrapping [ErrNotRegular] (a symlink: and
+// [ErrSymlink]) or [ErrCrossDevice], so a FIFO never blocks the reader.
+// O_NONBLOCK stays set: it has no effect on a regular file's reads.
 func (d *Dir) Open(name string) (*File, error) {
 	rel, err := d.check("open", name)
 	if err != nil {
