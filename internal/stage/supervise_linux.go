@@ -355,8 +355,15 @@ func (sv *supervisor) reap() {
 
 // signalAll sends sig to every process of the container but this one, and
 // notes each it finds.
+//
+// A list read from /proc is stale as soon as it is read: a process seen
+// in it may fork before it is signalled, and its child is then signalled
+// (in a PID namespace) or left (elsewhere) without being named. So the
+// container is frozen first (see freeze), listed, signalled, and thawed:
+// a stopped process cannot fork, so the list holds every process the
+// signal reaches. A process that catches sig handles it once thawed.
 func (sv *supervisor) signalAll(sig unix.Signal) {
-	procs := descendants()
+	procs := sv.freeze()
 	for _, p := range procs {
 		if !sv.seen[p.PID] {
 			sv.seen[p.PID] = true
@@ -366,12 +373,54 @@ func (sv *supervisor) signalAll(sig unix.Signal) {
 	if sv.containment == ContainPIDNamespace {
 		// The first process of a PID namespace signals every other
 		// process in it (and in namespaces below it) at once.
-		_ = unix.Kill(-1, sig) // ESRCH: nothing is left
+		_ = unix.Kill(-1, sig)          // ESRCH: nothing is left
+		_ = unix.Kill(-1, unix.SIGCONT) // as above
 		return
 	}
 	for _, p := range procs {
-		_ = unix.Kill(p.PID, sig) // it may have ended since
+		_ = unix.Kill(p.PID, sig)          // it may have ended since
+		_ = unix.Kill(p.PID, unix.SIGCONT) // as above
 	}
+}
+
+// disableFreeze is the negative control's switch: the container is listed
+// while it runs, and a process forked meanwhile is stopped unnamed.
+const disableFreeze = "contain-freeze"
+
+// freezeRounds bounds how often freeze lists the container: each round
+// stops what the last one found, so only a process forked while its
+// parent was being stopped is new in the next.
+const freezeRounds = 64
+
+// freeze stops every process of the container but this one (SIGSTOP) and
+// returns them. In a PID namespace one kill(-1) reaches every process,
+// and the kernel lets no fork in flight finish once its parent has the
+// signal pending. Elsewhere each process is stopped by pid, and the list
+// is read again until a round finds nothing new.
+func (sv *supervisor) freeze() []Proc {
+	if failpoint.Disabled(disableFreeze) {
+		return descendants()
+	}
+	if sv.containment == ContainPIDNamespace {
+		_ = unix.Kill(-1, unix.SIGSTOP) // ESRCH: nothing is left
+		return descendants()
+	}
+	stoppedPID := map[int]bool{}
+	var procs []Proc
+	for range freezeRounds {
+		procs = descendants()
+		fresh := false
+		for _, p := range procs {
+			if !stoppedPID[p.PID] {
+				stoppedPID[p.PID], fresh = true, true
+				_ = unix.Kill(p.PID, unix.SIGSTOP) // it may have ended since
+			}
+		}
+		if !fresh {
+			break
+		}
+	}
+	return procs
 }
 
 // descendants lists the live processes below this one, from /proc,
