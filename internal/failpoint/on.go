@@ -65,7 +65,9 @@ func Hit(name string) {
 // staged command's confinement (see internal/stage's confine_linux.go),
 // "overlay-groups" the overlay's check for groups it cannot map; "busy"
 // ignores the stage busy lock (L-001), "settled" lets drop rewrite an
-// applied stage (L-004).
+// applied stage (L-004); "contain-freeze" lists a command's leftovers
+// without stopping them first, "walk-gone" fails a walk on a name removed
+// under it. Other switches are named where they are used.
 func Disabled(protection string) bool {
 	for _, p := range strings.Split(os.Getenv("WTX_DISABLE"), ",") {
 		if p == protection {

@@ -15,7 +15,10 @@ import (
 // though its tuple can never prove it unchanged.
 func hashRacy(ctx context.Context, m *tree.Manifest, open func(e *tree.Entry) (*os.File, error)) error {
 	pool := newDigestPool("stage")
-	var err error
+	var (
+		err     error
+		removed []int // indexes of entries removed since the walk, ascending
+	)
 	for i := range m.Entries {
 		e := &m.Entries[i]
 		if e.Type != tree.File || e.Digest != "" || !m.WSRacy(e) {
@@ -25,13 +28,34 @@ func hashRacy(ctx context.Context, m *tree.Manifest, open func(e *tree.Entry) (*
 			break
 		}
 		f, oerr := open(e)
+		if gone(oerr) {
+			// Removed since the walk saw it: left out, as the walk
+			// leaves out what it finds removed (see errGone).
+			removed = append(removed, i)
+			continue
+		}
 		if oerr != nil {
 			err = fmt.Errorf("stage %s: %w", e.Path, oerr)
 			break
 		}
 		pool.jobs <- hashJob{e: e, f: f}
 	}
-	return errors.Join(err, pool.wait())
+	if err = errors.Join(err, pool.wait()); err != nil {
+		return err
+	}
+	// The hashing is done with the entries' addresses: only now may they move.
+	if len(removed) > 0 {
+		kept, r := m.Entries[:0], 0
+		for i, e := range m.Entries {
+			if r < len(removed) && removed[r] == i {
+				r++
+				continue
+			}
+			kept = append(kept, e)
+		}
+		m.Entries = kept
+	}
+	return nil
 }
 
 // fillBaseDigests computes, from the workspace, the unknown digests of the

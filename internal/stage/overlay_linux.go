@@ -115,14 +115,14 @@ func (Overlay) Open(ctx context.Context, req OpenRequest) (View, *tree.Manifest,
 		case tree.Symlink:
 			target, err := d.Readlink(name)
 			if err != nil {
-				return err
+				return vanished(err)
 			}
 			e.Target, e.Size = target, int64(len(target))
 		case tree.File:
 			// A file wtx cannot read could not be hashed or applied.
 			if checkRead && st.Mode.Perm()&0o444 != 0o444 {
 				if err := unix.Faccessat(d.Fd(), name, unix.R_OK, unix.AT_EACCESS); err != nil {
-					return fmt.Errorf("stage %s: %w", rel, &fs.PathError{Op: "open", Path: rel, Err: err})
+					return vanished(fmt.Errorf("stage %s: %w", rel, &fs.PathError{Op: "open", Path: rel, Err: err}))
 				}
 			}
 		}

@@ -2,6 +2,7 @@ package stage
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"io/fs"
@@ -130,6 +131,9 @@ func (w *walker) dir(d *fsx.Dir, prefix string) {
 		if o.exclude.Match(rel) {
 			if o.excluded != nil {
 				st, err := d.Lstat(name)
+				if gone(err) {
+					continue
+				}
 				if err == nil {
 					err = o.excluded(rel, d, name, st)
 				}
@@ -141,6 +145,9 @@ func (w *walker) dir(d *fsx.Dir, prefix string) {
 			continue
 		}
 		st, err := d.Lstat(name)
+		if gone(err) {
+			continue // removed since the directory was read: see errGone
+		}
 		if err != nil {
 			w.fail(err)
 			return
@@ -149,6 +156,9 @@ func (w *walker) dir(d *fsx.Dir, prefix string) {
 			continue
 		}
 		if err := w.visit(rel, d, name, st); err != nil {
+			if errors.Is(err, errGone) {
+				continue
+			}
 			w.fail(err)
 			return
 		}
@@ -156,6 +166,9 @@ func (w *walker) dir(d *fsx.Dir, prefix string) {
 			continue
 		}
 		child, err := d.OpenDir(name)
+		if gone(err) {
+			continue // removed after its visit, with what it held
+		}
 		if err == nil && o.enter != nil {
 			if err = o.enter(rel, child); err != nil {
 				child.Close()
@@ -181,6 +194,35 @@ func (w *walker) dir(d *fsx.Dir, prefix string) {
 		}
 	}
 }
+
+// A name removed between the read of its directory and the walk's lstat
+// (or open) of it is walked as if it had been removed just before: it is
+// left out. Deletions under a walk are routine in a working tree (git gc
+// pruning loose objects, a build cleaning up): refusing the stage for them
+// would refuse it for no reason, and a name seen absent is what the tree
+// held at some instant of the walk, as every other name it records. Only
+// ENOENT counts: any other failure still stops the walk. A visit reports a
+// name gone with errGone (see vanished), and only for a call on the name
+// itself (its open, its readlink), never for one on wtx's own files.
+var errGone = errors.New("removed while the tree was walked")
+
+// gone reports whether err says the name no longer exists.
+func gone(err error) bool {
+	return err != nil && errors.Is(err, fs.ErrNotExist) && !failpoint.Disabled(disableWalkGone)
+}
+
+// vanished turns err, from a call a visit made on the walked name itself,
+// into errGone when the name no longer exists.
+func vanished(err error) error {
+	if gone(err) {
+		return errGone
+	}
+	return err
+}
+
+// disableWalkGone is the negative control's switch: a name removed under a
+// walk stops it, as it did before walks left such names out.
+const disableWalkGone = "walk-gone"
 
 // entryFromStat fills the type, permission bits and size of an entry.
 func entryFromStat(rel string, st fsx.Stat) tree.Entry {

@@ -7,12 +7,14 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"io"
 	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -41,6 +43,7 @@ func Run(t *testing.T, b stage.Backend) {
 		{"NoSharedInodes", testNoSharedInodes},
 		{"ReadOnlyDirectories", testReadOnlyDirs},
 		{"Cancelled", testCancelled},
+		{"RemovedWhileStaging", testRemovedWhileStaging},
 	} {
 		t.Run(c.name, func(t *testing.T) { c.fn(t, b) })
 	}
@@ -784,4 +787,69 @@ func testCancelled(t *testing.T, b stage.Backend) {
 	}
 	sameSnapshot(t, "workspace after a cancelled Open", before, snapshot(t, e.ws))
 	e.removeStage(t, nil)
+}
+
+// testRemovedWhileStaging removes names while the backend stages the
+// workspace, as git gc prunes loose objects under a run: staging must not
+// fail for it, the base may list a removed name only as the workspace held
+// it before, and the view shows no change against the base (a name left
+// out of both is never a deletion). Files, a symlink and a directory tree
+// go when the backend reports its first 1,024 entries, with most of the
+// tree still to read. Its negative control is WTX_DISABLE=walk-gone in a
+// -tags wtxfailpoint build of this package's tests: every backend fails.
+func testRemovedWhileStaging(t *testing.T, b stage.Backend) {
+	e := newEnv(t, b)
+	var nodes []node
+	for _, d := range []string{"a", "z"} {
+		nodes = append(nodes, dir(d, 0o755))
+		for i := range 2000 {
+			nodes = append(nodes, file(fmt.Sprintf("%s/f%04d", d, i), 0o644, fmt.Sprintf("%s %d\n", d, i)))
+		}
+	}
+	nodes = append(nodes, dir("z/sub", 0o755), dir("z/sub/deep", 0o755), file("z/sub/deep/x", 0o644, "x\n"), link("z/zlink", "f0000"))
+	build(t, e.ws, nodes)
+	removed := map[string]bool{}
+	var once sync.Once
+	progress := func(int) {
+		once.Do(func() {
+			// From the directory being read (a sequential walk is in
+			// a/ now) and from one perhaps not read yet.
+			for i := 1500; i < 2000; i++ {
+				for _, p := range []string{fmt.Sprintf("a/f%04d", i), fmt.Sprintf("z/f%04d", i-500)} {
+					if err := os.Remove(filepath.Join(e.ws, p)); err != nil {
+						t.Error(err)
+					}
+					removed[p] = true
+				}
+			}
+			for _, p := range []string{"z/zlink", "z/sub/deep/x", "z/sub/deep", "z/sub"} {
+				if err := os.Remove(filepath.Join(e.ws, p)); err != nil {
+					t.Error(err)
+				}
+				removed[p] = true
+			}
+		})
+	}
+	v, m, err := b.Open(context.Background(), stage.OpenRequest{Workspace: e.ws, Dir: e.dir, Progress: progress})
+	if err != nil {
+		t.Fatalf("Open with names removed under it: %v", err)
+	}
+	t.Cleanup(func() { e.removeStage(t, v) })
+	if len(removed) == 0 {
+		t.Fatal("Progress was never called: nothing was removed under the walk, the case cannot fail")
+	}
+	now := snapshot(t, e.ws)
+	for _, en := range m.Entries {
+		if _, ok := now[en.Path]; !ok && !removed[en.Path] {
+			t.Errorf("the base lists %s, which the workspace never held", en.Path)
+		}
+	}
+	for p := range now {
+		if m.Lookup(p) == nil {
+			t.Errorf("the base lacks %s, which the workspace holds", p)
+		}
+	}
+	if cs := tree.Compare(m.Entries, scan(t, v, m)); len(cs) > 0 {
+		t.Errorf("the view differs from the base right after staging: %d changes, the first %s", len(cs), cs[0].Path)
+	}
 }
