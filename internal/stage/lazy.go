@@ -12,7 +12,8 @@ import (
 
 // hashRacy hashes, through open, every file of m whose digest is unknown
 // and whose workspace tuple is racy, so that its base digest is known even
-// though its tuple can never prove it unchanged.
+// though its tuple can never prove it unchanged. An entry whose open
+// reports errGone (open says so only for a workspace name) is left out of m.
 func hashRacy(ctx context.Context, m *tree.Manifest, open func(e *tree.Entry) (*os.File, error)) error {
 	pool := newDigestPool("stage")
 	var (
@@ -28,9 +29,9 @@ func hashRacy(ctx context.Context, m *tree.Manifest, open func(e *tree.Entry) (*
 			break
 		}
 		f, oerr := open(e)
-		if gone(oerr) {
-			// Removed since the walk saw it: left out, as the walk
-			// leaves out what it finds removed (see errGone).
+		if errors.Is(oerr, errGone) {
+			// Removed from the workspace since the walk saw it: left
+			// out, as the walk leaves out what it finds removed.
 			removed = append(removed, i)
 			continue
 		}

@@ -153,11 +153,14 @@ func (Overlay) Open(ctx context.Context, req OpenRequest) (View, *tree.Manifest,
 	m.Fence, m.ViewFence = fence, fence
 	if err := hashRacy(ctx, m, func(e *tree.Entry) (*os.File, error) {
 		f, err := openWorkspaceFile(ws, e.Path)
-		if err == nil && !sameWSTuple(f, e) {
+		if err != nil {
+			return nil, vanished(err) // a name of the workspace: see errGone
+		}
+		if !sameWSTuple(f, e) {
 			f.Close()
 			return nil, fmt.Errorf("%s: file changed while it was being staged: %w", e.Path, ErrUnstable)
 		}
-		return f, err
+		return f, nil
 	}); err != nil {
 		return nil, nil, err
 	}
