@@ -326,3 +326,81 @@ func TestRollbackKeepsWritesAfterLanding(t *testing.T) {
 		}
 	}
 }
+
+// TestAddedInsideDeletedDirRepairWorks: a stage removes a directory while
+// something outside puts a new file in it. The apply refuses, names the
+// directory (the change set's path, as an apply's rmdir and recovery do),
+// and its "apply the rest" repair, run as offered, applies the rest and
+// leaves the directory and the newcomer alone.
+func TestAddedInsideDeletedDirRepairWorks(t *testing.T) {
+	if _, err := exec.LookPath("sh"); err != nil {
+		t.Skip("needs sh")
+	}
+	ctx := context.Background()
+	work, state := t.TempDir(), t.TempDir()
+	for p, c := range map[string]string{"a.txt": "a\n", "gone/x": "x\n"} {
+		if err := os.MkdirAll(filepath.Dir(filepath.Join(work, p)), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(work, p), []byte(c), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ws, err := Open(ctx, work, Options{StateDir: state})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ws.Close()
+	st, err := ws.Begin(ctx, BeginOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res, err := st.Run(ctx, []string{"sh", "-c", "echo staged > a.txt && rm -rf gone"}, RunOptions{}); err != nil || res.ExitCode != 0 {
+		t.Fatalf("run: %v, %v", err, res)
+	}
+	if err := os.WriteFile(filepath.Join(work, "gone", "newcomer"), []byte("n\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, err = st.Apply(ctx, ApplyOptions{})
+	if !errors.Is(err, ErrRefused) {
+		t.Fatalf("apply: %v, want a refusal", err)
+	}
+	e := AsError(err)
+	var found bool
+	for _, c := range e.Conflicts {
+		if c.Kind == "added-inside-deleted-dir" {
+			found = true
+			if c.Path != "gone" {
+				t.Errorf("conflict path %q, want the directory the stage deletes (gone)", c.Path)
+			}
+			if !strings.Contains(c.Detail, "gone/newcomer") {
+				t.Errorf("detail %q does not name the newcomer", c.Detail)
+			}
+		}
+	}
+	if !found {
+		t.Fatalf("no added-inside-deleted-dir conflict: %+v", e.Conflicts)
+	}
+	var rest *Repair
+	for i := range e.Repairs {
+		if e.Repairs[i].Action == RepairExclude {
+			rest = &e.Repairs[i]
+		}
+	}
+	if rest == nil {
+		t.Fatalf("no apply-the-rest repair: %+v", e.Repairs)
+	}
+	// The repair as offered: its paths as literal exclude selectors.
+	var ex []string
+	for _, p := range rest.Paths {
+		ex = append(ex, LiteralSelector(p))
+	}
+	if _, err := st.Apply(ctx, ApplyOptions{Exclude: ex}); err != nil {
+		t.Fatalf("the offered repair %q failed: %v", rest.Command, err)
+	}
+	for p, want := range map[string]string{"a.txt": "staged\n", "gone/x": "x\n", "gone/newcomer": "n\n"} {
+		if got, err := os.ReadFile(filepath.Join(work, p)); err != nil || string(got) != want {
+			t.Errorf("%s = %q, %v; want %q", p, got, err, want)
+		}
+	}
+}

@@ -157,7 +157,11 @@ func (c *casReader) checkEmptied(dir string, selected map[string]*tree.Change) *
 		p := dir + "/" + n
 		ch, ok := selected[p]
 		if !ok || ch.Old == nil || (ch.New != nil && ch.New.Type == ch.Old.Type) {
-			return &Conflict{Path: p, Kind: "added-inside-deleted-dir",
+			// The conflict is the directory's, the path of the change set
+			// it blocks (as an apply's rmdir and recovery name it): its
+			// repairs exclude or rebase that path, never the newcomer,
+			// which no change names.
+			return &Conflict{Path: dir, Kind: "added-inside-deleted-dir",
 				Detail: fmt.Sprintf("the stage deletes %s but %s is in it and was not there when the stage opened (or is not part of the stage)", quote.Path(dir), quote.Path(p))}
 		}
 	}
