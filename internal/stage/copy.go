@@ -94,7 +94,7 @@ func openTree(ctx context.Context, req OpenRequest, backend string, put putFunc)
 		case tree.Symlink:
 			target, err := d.Readlink(name)
 			if err != nil {
-				return vanished(err)
+				return retyped(d, name, rel, st, err)
 			}
 			ep.Target, ep.Size = target, int64(len(target))
 			if err := os.Symlink(target, dst); err != nil {
@@ -103,7 +103,7 @@ func openTree(ctx context.Context, req OpenRequest, backend string, put putFunc)
 		case tree.File:
 			f, err := d.OpenFile(name)
 			if err != nil {
-				return vanished(fmt.Errorf("stage %s: %w", rel, err))
+				return retyped(d, name, rel, st, fmt.Errorf("stage %s: %w", rel, err))
 			}
 			pool.jobs <- hashJob{e: ep, f: f}
 		case tree.Special:
@@ -358,7 +358,7 @@ func scanTree(ctx context.Context, dir string, base *tree.Manifest, exclude tree
 		case tree.Symlink:
 			target, err := d.Readlink(name)
 			if err != nil {
-				return vanished(err)
+				return retyped(d, name, rel, st, err)
 			}
 			ep.Target, ep.Size = target, int64(len(target))
 		case tree.File:
@@ -375,7 +375,7 @@ func scanTree(ctx context.Context, dir string, base *tree.Manifest, exclude tree
 				cache.takeFence()
 				f, err := d.OpenFile(name)
 				if err != nil {
-					return vanished(fmt.Errorf("scan %s: %w", rel, err))
+					return retyped(d, name, rel, st, fmt.Errorf("scan %s: %w", rel, err))
 				}
 				pool.jobs <- hashJob{e: ep, f: f}
 				mu.Lock()

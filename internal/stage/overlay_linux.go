@@ -115,7 +115,7 @@ func (Overlay) Open(ctx context.Context, req OpenRequest) (View, *tree.Manifest,
 		case tree.Symlink:
 			target, err := d.Readlink(name)
 			if err != nil {
-				return vanished(err)
+				return retyped(d, name, rel, st, err)
 			}
 			e.Target, e.Size = target, int64(len(target))
 		case tree.File:

@@ -166,7 +166,10 @@ func (w *walker) dir(d *fsx.Dir, prefix string) {
 			continue
 		}
 		child, err := d.OpenDir(name)
-		if gone(err) {
+		if err != nil {
+			err = retyped(d, name, rel, st, err)
+		}
+		if errors.Is(err, errGone) {
 			continue // removed after its visit, with what it held
 		}
 		if err == nil && o.enter != nil {
@@ -216,6 +219,25 @@ func gone(err error) bool {
 func vanished(err error) error {
 	if gone(err) {
 		return errGone
+	}
+	return err
+}
+
+// retyped is vanished for a call on the walked name that needs the type
+// the walk saw in st (a readlink, an open as a file or a directory): when
+// the call failed and the name now has another type, it was replaced while
+// the tree was walked, and the error says so (ErrUnstable: try again)
+// rather than what the call met (EINVAL, ELOOP, ENOTDIR).
+func retyped(d *fsx.Dir, name, rel string, st fsx.Stat, err error) error {
+	if err == nil || gone(err) {
+		return vanished(err)
+	}
+	now, lerr := d.Lstat(name)
+	if gone(lerr) {
+		return errGone
+	}
+	if lerr == nil && tree.TypeOf(now.Mode) != tree.TypeOf(st.Mode) {
+		return fmt.Errorf("%s: a %s replaced by a %s while it was being staged: %w", rel, tree.TypeOf(st.Mode), tree.TypeOf(now.Mode), ErrUnstable)
 	}
 	return err
 }
