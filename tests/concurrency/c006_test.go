@@ -266,7 +266,7 @@ func check(t *testing.T, ws string, results [][]round, extLog []extEdit) outcome
 }
 
 func TestC_006_ConcurrentAppliesLoseNoWrite(t *testing.T) {
-	procs, rounds := 8, 60
+	procs, rounds := 8, 25
 	if soak() {
 		rounds = 2000
 	}

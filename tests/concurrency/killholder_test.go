@@ -14,7 +14,7 @@ import (
 // failpoint inside the locked section) again and again and asserts that
 // the next apply, of another stage, completes promptly and lands.
 func TestC_006_KilledLockHolderDoesNotBlock(t *testing.T) {
-	kills := 60
+	kills := 25
 	if soak() {
 		kills = 1000
 	}

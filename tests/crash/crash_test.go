@@ -91,7 +91,7 @@ func changeSets(normal, long int) int {
 // TestCrashAtEveryPoint crashes the apply of each random change set at
 // every one of its crash points and checks the recovery (C-005, L2).
 func TestCrashAtEveryPoint(t *testing.T) {
-	n := changeSets(20, 1000)
+	n := changeSets(8, 1000)
 	var tl tally
 	t.Run("sets", func(t *testing.T) {
 		for seed := 1; seed <= n; seed++ {
@@ -123,7 +123,7 @@ func TestCrashAtEveryPoint(t *testing.T) {
 // then crashes the recovering command at each of its own points, and
 // recovers again (compound crashes).
 func TestCrashRecoveryAtEveryPoint(t *testing.T) {
-	n := changeSets(4, 200)
+	n := changeSets(2, 200)
 	var tl tally
 	t.Run("sets", func(t *testing.T) {
 		for seed := 101; seed < 101+n; seed++ {
@@ -176,6 +176,9 @@ func TestCrashHarnessNegativeControl(t *testing.T) {
 			tl.add(append(v, recoverAndFinish(f, label, f.wantAfterCrash(names, k, r))...))
 		}
 		tl.changeSets.Add(1)
+		if tl.violations.Load() > 0 {
+			break // the control has shown its teeth
+		}
 	}
 	t.Logf("negative control (journal off): %d change sets, %d crash points, %d violations found",
 		tl.changeSets.Load(), tl.crashes.Load(), tl.violations.Load())

@@ -42,7 +42,7 @@ func cycles(pr, soak int) int {
 func TestL3_PowerLossXFS(t *testing.T) {
 	fsys := wtxtest.NewLoopFS(t, "xfs", 320, xfsArgs, "")
 	h := newHarness(t, fsys, nil)
-	n := cycles(120, 2000)
+	n := cycles(60, 2000)
 	st := h.run(n, false)
 	t.Logf("xfs: %d cycles (%d crashed at a failpoint, %d acknowledged then shut down), %d violations",
 		st.cycles, st.crashed, st.acked, len(st.violations))
@@ -54,7 +54,7 @@ func TestL3_PowerLossXFS(t *testing.T) {
 func TestL3_PowerLossExt4NoAutoDaAlloc(t *testing.T) {
 	fsys := wtxtest.NewLoopFS(t, "ext4", 128, nil, "noauto_da_alloc")
 	h := newHarness(t, fsys, nil)
-	n := cycles(120, 2000)
+	n := cycles(60, 2000)
 	st := h.run(n, false)
 	t.Logf("ext4 (noauto_da_alloc): %d cycles (%d crashed at a failpoint, %d acknowledged then shut down), %d violations",
 		st.cycles, st.crashed, st.acked, len(st.violations))
