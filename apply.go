@@ -298,7 +298,9 @@ func (s *Stage) checkApply(ctx context.Context, root *fsx.Root, batch *blob.Batc
 // lands is exactly what was scanned, unless the blob store holds its
 // content intact already; and it returns a conflict for each staged file that
 // shares an inode with its workspace file (ident: what the casReader saw in
-// the workspace).
+// the workspace). The files are opened in order and copied by a few
+// goroutines at once: each copy creates a file, and the kernel does that
+// work on as many processors as ask.
 func (s *Stage) payloads(ctx context.Context, batch *blob.Batch, cs []tree.Change, partial map[string]bool, ident map[string]fsx.Stat) ([]Conflict, error) {
 	v, err := s.view(ctx)
 	if err != nil {
@@ -306,15 +308,13 @@ func (s *Stage) payloads(ctx context.Context, batch *blob.Batch, cs []tree.Chang
 	}
 	defer v.Close()
 	raw, _ := v.(stage.RawOpener)
-	var shared []Conflict
+	shared := make([]*Conflict, len(cs))
+	w := startWorkers(ctx, len(cs))
 	for i := range cs {
 		c := &cs[i]
 		s.ws.progress(PhaseRead, i, len(cs))
 		if c.New == nil || c.New.Type != tree.File || partial[c.Path] {
 			continue
-		}
-		if err := ctx.Err(); err != nil {
-			return nil, err
 		}
 		cur, inWS := ident[c.Path]
 		stored := intact(s.ws.blobs, blob.Digest(c.New.Digest))
@@ -324,44 +324,68 @@ func (s *Stage) payloads(ctx context.Context, batch *blob.Batch, cs []tree.Chang
 		if raw != nil {
 			f, ok, err := raw.OpenRaw(c.Path)
 			if err != nil {
-				return nil, stagingError(fmt.Errorf("read staged %s: %w", c.Path, err))
+				w.fail(stagingError(fmt.Errorf("read staged %s: %w", c.Path, err)))
+				break
 			}
 			if ok {
-				cf, err := storePayload(ctx, batch, c, f, cur, inWS, stored)
-				if err != nil {
-					return nil, err
+				run := func() (err error) {
+					shared[i], err = storePayload(ctx, batch, c, f, cur, inWS, stored)
+					return err
 				}
-				if cf != nil {
-					shared = append(shared, *cf)
+				if !w.do(run, func() { _ = f.Close() }) { // read-only
+					break
 				}
 				continue
 			}
 		}
 		f, err := v.OpenFile(c.Path)
 		if err != nil {
-			return nil, stagingError(fmt.Errorf("read staged %s: %w", c.Path, err))
+			w.fail(stagingError(fmt.Errorf("read staged %s: %w", c.Path, err)))
+			break
 		}
-		fi, err := f.Stat()
-		if err == nil && inWS && sameInode(fi, cur) {
-			f.Close()
-			shared = append(shared, Conflict{Path: c.Path, Kind: "shared-inode",
-				Detail: "the staged file is the workspace file itself (same inode); applying it would be meaningless and writing it was never staged"})
-			continue
+		run := func() error {
+			cf, err := storeOpened(ctx, batch, c, f, cur, inWS, stored)
+			shared[i] = cf
+			return err
 		}
-		if err == nil && stored {
-			f.Close()
-			continue
-		}
-		d, _, perr := batch.Put(ctx, f)
-		f.Close()
-		if err = errors.Join(err, perr); err != nil {
-			return nil, AsError(fmt.Errorf("store staged %s: %w", c.Path, err))
-		}
-		if string(d) != c.New.Digest {
-			return nil, &Error{Code: CodeUnstable, Message: fmt.Sprintf("staged file %s changed while it was applied; run the apply again", quote.Path(c.Path))}
+		if !w.do(run, func() { _ = f.Close() }) { // read-only
+			break
 		}
 	}
-	return shared, nil
+	if err := w.wait(); err != nil {
+		return nil, err
+	}
+	var out []Conflict
+	for _, cf := range shared {
+		if cf != nil {
+			out = append(out, *cf)
+		}
+	}
+	return out, nil
+}
+
+// storeOpened is storePayload for a staged file the view opened as f (and
+// closed here).
+func storeOpened(ctx context.Context, batch *blob.Batch, c *tree.Change, f *os.File, cur fsx.Stat, inWS, stored bool) (*Conflict, error) {
+	fi, err := f.Stat()
+	if err == nil && inWS && sameInode(fi, cur) {
+		_ = f.Close() // read-only
+		return &Conflict{Path: c.Path, Kind: "shared-inode",
+			Detail: "the staged file is the workspace file itself (same inode); applying it would be meaningless and writing it was never staged"}, nil
+	}
+	if err == nil && stored {
+		_ = f.Close() // read-only
+		return nil, nil
+	}
+	d, _, perr := batch.Put(ctx, f)
+	_ = f.Close() // read-only: what was read is checked below
+	if err = errors.Join(err, perr); err != nil {
+		return nil, AsError(fmt.Errorf("store staged %s: %w", c.Path, err))
+	}
+	if string(d) != c.New.Digest {
+		return nil, &Error{Code: CodeUnstable, Message: fmt.Sprintf("staged file %s changed while it was applied; run the apply again", quote.Path(c.Path))}
+	}
+	return nil, nil
 }
 
 // storePayload is one file of payloads, opened as f (and closed here): a

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"runtime"
 	"sort"
 	"sync"
 	"syscall"
@@ -46,8 +45,8 @@ type executor struct {
 	// pretemps maps a record's temporary prefix to the temporary file made
 	// for it before the steps ran (see prepareTemps).
 	pretemps map[string]string
-	// pending are the new files written in directories the plan made,
-	// still under their temporary names: they land together, after one
+	// pending are the new files of directories the plan made: they are
+	// written under temporary names together, and land together after one
 	// sync of their content (see land).
 	pending []*pendingWrite
 	// progress, if set, hears of each step before it runs (i of n).
@@ -57,11 +56,14 @@ type executor struct {
 	held func(blob.Digest) ([]byte, bool)
 }
 
-// pendingWrite is a new file written under a temporary name that has not
-// landed (been renamed to its name) yet.
+// pendingWrite is a new file of a directory the plan made, to be written
+// under a temporary name (tmp, once written) with prefix and then landed
+// (renamed to its name).
 type pendingWrite struct {
-	path, tmp string
-	landed    bool
+	path, prefix string
+	entry        *tree.Entry
+	tmp          string
+	landed       bool
 }
 
 type trashItem struct {
@@ -136,7 +138,7 @@ func (x *executor) execute(ctx context.Context, recs []journal.Record) (err erro
 		}
 		if st.Kind == tree.StepDirPerm {
 			// The new files land before any directory is closed.
-			if err := x.land(); err != nil {
+			if err := x.land(ctx); err != nil {
 				return err
 			}
 		}
@@ -157,7 +159,7 @@ func (x *executor) execute(ctx context.Context, recs []journal.Record) (err erro
 			touched[st.Path] = true
 		}
 	}
-	if err := x.land(); err != nil {
+	if err := x.land(ctx); err != nil {
 		return err
 	}
 	// Barrier: every touched directory is synced before success is told.
@@ -201,14 +203,25 @@ func stepError(st tree.Step, err error) error {
 	return AsError(fmt.Errorf("apply %s %s: %w", st.Kind, st.Path, err))
 }
 
-// land renames the pending new files to their names, once one sync made
-// all their content durable: as with the temporary files prepareTemps
+// land writes the pending new files under their temporary names, in
+// parallel (see writeTemps), and renames them to their names once one sync
+// made all their content durable: as with the temporary files prepareTemps
 // makes, a name never holds content that a power loss could undo. Each
 // rename opens its directory afresh, beneath the root, as a step does: a
 // directory moved out of the workspace meanwhile is not followed.
-func (x *executor) land() error {
+func (x *executor) land(ctx context.Context) error {
 	if len(x.pending) == 0 {
 		return nil
+	}
+	jobs := make([]tempJob, len(x.pending))
+	for i, pw := range x.pending {
+		jobs[i] = tempJob{path: pw.path, e: pw.entry, prefix: pw.prefix, done: func(tmp string) { pw.tmp = tmp }}
+	}
+	if path, err := x.writeTemps(ctx, jobs, "apply:temp-written"); err != nil {
+		if errors.Is(err, fsx.ErrSymlink) {
+			err = &Conflict{Path: path, Kind: "symlink", Detail: "a directory above it became a symlink"}
+		}
+		return stepError(tree.Step{Kind: tree.StepWrite, Path: path}, err)
 	}
 	temps := make([]string, len(x.pending))
 	for i, pw := range x.pending {
@@ -228,8 +241,12 @@ func (x *executor) land() error {
 	return nil
 }
 
-// step opens the step's directory and runs the function of its kind.
+// step opens the step's directory and runs the function of its kind; a new
+// file of a directory the plan made waits for land instead.
 func (x *executor) step(r journal.Record) (func() error, error) {
+	if x.lands(r) {
+		return x.queue(r), nil
+	}
 	d, err := x.root.OpenDir(tree.Parent(r.Step.Path))
 	if err != nil {
 		if errors.Is(err, fsx.ErrSymlink) {
@@ -330,30 +347,9 @@ func (x *executor) write(d *fsx.Dir, r journal.Record) (func() error, error) {
 	if ok {
 		delete(x.pretemps, r.Tmp)
 	} else {
-		// A directory the plan made: a new file waits under its
-		// temporary name and lands with the others (see land), after
-		// one sync for all, where one fsync each would cost more than
-		// the rest of the apply.
-		// (WTX_DISABLE=land-together, the negative control of the cost
-		// test: each is synced and lands at once.)
-		pending := st.Kind == tree.StepWrite && st.Old == nil && !failpoint.Disabled("land-together")
 		var err error
-		if tmp, err = x.writeTemp(d, st.New, r.Tmp, !pending); err != nil {
+		if tmp, err = x.writeTemp(d, st.New, r.Tmp, true); err != nil {
 			return nil, err
-		}
-		if pending {
-			pw := &pendingWrite{path: st.Path, tmp: tmp}
-			x.pending = append(x.pending, pw)
-			failpoint.Hit("apply:temp-written")
-			return x.undoIn(st.Path, func(d *fsx.Dir) error {
-				if pw.landed {
-					if err := stillWritten(d, st.Path, name, st.New); err != nil {
-						return err
-					}
-					return d.Unlink(name)
-				}
-				return d.Unlink(pw.tmp)
-			}), nil
 		}
 	}
 	failpoint.Hit("apply:temp-written")
@@ -404,6 +400,39 @@ func (x *executor) write(d *fsx.Dir, r journal.Record) (func() error, error) {
 		}
 		return d.Unlink(tmp)
 	}), nil
+}
+
+// lands reports whether r writes a new file that land writes and lands
+// with the others: a new file in a directory the plan made (no temporary
+// file was prepared for it), one sync for all where one fsync each would
+// cost more than the rest of the apply. (WTX_DISABLE=land-together, the
+// negative control of the cost test: each is written, synced and lands at
+// once.)
+func (x *executor) lands(r journal.Record) bool {
+	if r.Step.Kind != tree.StepWrite || r.Step.Old != nil || failpoint.Disabled("land-together") {
+		return false
+	}
+	_, prepared := x.pretemps[r.Tmp]
+	return !prepared
+}
+
+// queue queues r's new file for land and returns the step's undo.
+func (x *executor) queue(r journal.Record) func() error {
+	st, name := r.Step, tree.Base(r.Step.Path)
+	pw := &pendingWrite{path: st.Path, prefix: r.Tmp, entry: st.New}
+	x.pending = append(x.pending, pw)
+	return x.undoIn(st.Path, func(d *fsx.Dir) error {
+		switch {
+		case pw.landed:
+			if err := stillWritten(d, st.Path, name, st.New); err != nil {
+				return err
+			}
+			return d.Unlink(name)
+		case pw.tmp != "":
+			return d.Unlink(pw.tmp)
+		}
+		return nil // never written
+	})
 }
 
 // errWrittenSince is the undo of a write step that finds its path no
@@ -554,82 +583,97 @@ func (x *executor) prepareTemps(recs []journal.Record) error {
 			}
 		}
 	}
-	// The records to prepare, one batch per directory.
-	var batches [][]journal.Record
-	at := map[string]int{}
+	var (
+		jobs  []tempJob
+		files []string
+	)
 	for _, r := range recs {
 		if (r.Step.Kind != tree.StepWrite && r.Step.Kind != tree.StepSymlink) || inNewDir(r.Step.Path) {
 			continue
 		}
-		dir := tree.Parent(r.Step.Path)
+		jobs = append(jobs, tempJob{path: r.Step.Path, e: r.Step.New, prefix: r.Tmp, done: func(tmp string) {
+			x.pretemps[r.Tmp] = tmp
+			if r.Step.Kind == tree.StepWrite {
+				files = append(files, tree.Parent(r.Step.Path)+"\x00"+tmp)
+			}
+		}})
+	}
+	if _, err := x.writeTemps(context.Background(), jobs, "apply:temp-prepared"); err != nil {
+		return err // what was prepared is in pretemps: dropPretemps removes it
+	}
+	return syncFiles(x.root, files)
+}
+
+// tempJob is one temporary file to write: e under a fresh name starting
+// with prefix, in the directory of path; done hears the name once the file
+// is written.
+type tempJob struct {
+	path, prefix string
+	e            *tree.Entry
+	done         func(tmp string)
+}
+
+// writeTemps writes the temporary file of each job, unsynced: the jobs of
+// one directory by one goroutine (see workers), which opens the directory
+// once. Each written file passes the failpoint hit. It stops at the first
+// failure (or once ctx ends) and returns it with its job's path; done has
+// been called, one call at a time, for every file written until then.
+func (x *executor) writeTemps(ctx context.Context, jobs []tempJob, hit string) (string, error) {
+	var batches [][]tempJob
+	at := map[string]int{}
+	for _, j := range jobs {
+		dir := tree.Parent(j.path)
 		i, ok := at[dir]
 		if !ok {
 			i = len(batches)
 			at[dir] = i
 			batches = append(batches, nil)
 		}
-		batches[i] = append(batches[i], r)
+		batches[i] = append(batches[i], j)
 	}
 	var (
-		mu       sync.Mutex
-		files    []string
-		firstErr error
-		wg       sync.WaitGroup
+		mu        sync.Mutex
+		firstErr  error
+		firstPath string
 	)
-	jobs := make(chan []journal.Record)
-	for range min(runtime.GOMAXPROCS(0), len(batches), maxPrepareWorkers) {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for batch := range jobs {
-				d, derr := x.root.OpenDir(tree.Parent(batch[0].Step.Path))
-				for _, r := range batch {
-					tmp, err := "", derr
-					if err == nil {
-						tmp, err = x.writeTemp(d, r.Step.New, r.Tmp, false)
-					}
-					mu.Lock()
-					if err != nil && firstErr == nil {
-						firstErr = err
-					}
-					if err == nil {
-						x.pretemps[r.Tmp] = tmp
-						if r.Step.Kind == tree.StepWrite {
-							files = append(files, tree.Parent(r.Step.Path)+"\x00"+tmp)
-						}
-					}
-					stop := firstErr != nil
-					mu.Unlock()
-					if stop {
-						break
-					}
-					failpoint.Hit("apply:temp-prepared")
-				}
-				if d != nil {
-					_ = d.Close() // a directory handle: the files are written and closed
-				}
-			}
-		}()
-	}
-	for _, b := range batches {
+	failed := func(path string, err error) error {
 		mu.Lock()
-		stop := firstErr != nil
-		mu.Unlock()
-		if stop {
+		defer mu.Unlock()
+		if firstErr == nil {
+			firstErr, firstPath = err, path
+		}
+		return err
+	}
+	w := startWorkers(ctx, len(batches))
+	for _, batch := range batches {
+		run := func() error {
+			d, err := x.root.OpenDir(tree.Parent(batch[0].path))
+			if err != nil {
+				return failed(batch[0].path, err)
+			}
+			defer d.Close() // a directory handle: the files are written and closed
+			for _, j := range batch {
+				tmp, err := x.writeTemp(d, j.e, j.prefix, false)
+				if err != nil {
+					return failed(j.path, err)
+				}
+				mu.Lock()
+				j.done(tmp)
+				mu.Unlock()
+				failpoint.Hit(hit)
+			}
+			return nil
+		}
+		if !w.do(run, nil) {
 			break
 		}
-		jobs <- b
 	}
-	close(jobs)
-	wg.Wait()
+	err := w.wait()
 	if firstErr != nil {
-		return firstErr // what was prepared is in pretemps: dropPretemps removes it
+		return firstPath, firstErr
 	}
-	return syncFiles(x.root, files)
+	return "", err // the end of ctx, or nil
 }
-
-// maxPrepareWorkers bounds the workers of prepareTemps.
-const maxPrepareWorkers = 8
 
 // dropPretemps removes the prepared temporary files no step consumed. It
 // reports whether every one is gone.

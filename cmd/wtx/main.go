@@ -8,7 +8,6 @@ package main
 
 import (
 	"os"
-	"runtime/debug"
 	"runtime/pprof"
 
 	"github.com/wtx-dev/wtx/internal/cli"
@@ -19,11 +18,10 @@ func main() {
 	// The command never changes its umask: files it creates with bits the
 	// umask leaves whole need no fchmod.
 	fsx.FixUmask()
-	// wtx's own data (manifests, change sets) is small next to the trees it
-	// walks: keep the heap near it rather than letting it double between
-	// collections. GOMEMLIMIT, when set, wins.
-	if os.Getenv("GOMEMLIMIT") == "" {
-		debug.SetMemoryLimit(48 << 20)
+	// The collector's pace follows the live heap (see paceGC). GOGC or
+	// GOMEMLIMIT, when set, wins.
+	if os.Getenv("GOGC") == "" && os.Getenv("GOMEMLIMIT") == "" {
+		paceGC()
 	}
 	if p := os.Getenv("WTX_CPUPROFILE"); p != "" {
 		if f, err := os.Create(p); err == nil {

@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"sync"
 	"syscall"
 
 	"github.com/wtx-dev/wtx/internal/fsx"
@@ -18,11 +19,15 @@ import (
 // files and become visible (and durable) only when Commit returns: a name
 // under objects/ never holds content that is not yet on disk.
 //
-// A Batch is for one goroutine.
+// Put and PutFile may be called from many goroutines at once; Commit and
+// Abort run once every put has returned.
 type Batch struct {
-	s       *Store
+	s *Store
+	// mu guards the fields below.
+	mu      sync.Mutex
 	pending []pending
-	seen    map[Digest]bool
+	// seen holds the digests put so far (stored, or being written).
+	seen map[Digest]bool
 	// held keeps the content of small objects put with PutFile, up to
 	// heldLimit bytes in all, for Held.
 	held      map[Digest][]byte
@@ -65,6 +70,8 @@ func (b *Batch) Put(ctx context.Context, r io.Reader) (Digest, int64, error) {
 		return "", 0, fmt.Errorf("put blob %s: %w", tmp, err)
 	}
 	d := h.Digest()
+	b.mu.Lock()
+	defer b.mu.Unlock()
 	if b.seen[d] {
 		os.Remove(tmp)
 		return d, n, nil
@@ -96,11 +103,20 @@ func (b *Batch) PutFile(ctx context.Context, f *fsx.File) (Digest, int64, error)
 		return b.Put(ctx, o)
 	}
 	d, n := Sum(data), int64(len(data))
+	// The digest is claimed before its object is written, so that two
+	// puts of one content write it once; a failed write gives it back.
+	b.mu.Lock()
 	if b.seen[d] {
+		b.mu.Unlock()
 		return d, n, nil
 	}
+	b.seen[d] = true
+	b.mu.Unlock()
 	tmp, err := b.s.writeTemp(data)
+	b.mu.Lock()
+	defer b.mu.Unlock()
 	if err != nil {
+		delete(b.seen, d)
 		return "", 0, fmt.Errorf("put blob: %w", err)
 	}
 	if b.heldBytes+len(data) <= heldLimit {
@@ -110,7 +126,6 @@ func (b *Batch) PutFile(ctx context.Context, f *fsx.File) (Digest, int64, error)
 		b.held[d] = append([]byte(nil), data...)
 		b.heldBytes += len(data)
 	}
-	b.seen[d] = true
 	b.pending = append(b.pending, pending{tmp: tmp, d: d, n: n})
 	return d, n, nil
 }
@@ -120,6 +135,8 @@ func (b *Batch) PutFile(ctx context.Context, f *fsx.File) (Digest, int64, error)
 // d as it was read, and whoever writes it next need not read it back from
 // the store. The slice must not be modified.
 func (b *Batch) Held(d Digest) ([]byte, bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
 	data, ok := b.held[d]
 	return data, ok
 }

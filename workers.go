@@ -1,0 +1,92 @@
+package wtx
+
+import (
+	"context"
+	"runtime"
+	"sync"
+)
+
+// maxWorkers bounds the goroutines of one parallel pass (writing temporary
+// files, storing payloads): the work is in the kernel, creating files,
+// and more than a few at once only queue on the file system's journal.
+const maxWorkers = 8
+
+// workers runs functions on a few goroutines. The first error (or the end
+// of ctx) stops it: later functions are not run, their release is.
+type workers struct {
+	ctx  context.Context
+	work chan job
+	wg   sync.WaitGroup
+	mu   sync.Mutex
+	err  error
+}
+
+// startWorkers starts up to n goroutines (at most GOMAXPROCS and
+// maxWorkers, at least one).
+func startWorkers(ctx context.Context, n int) *workers {
+	w := &workers{ctx: ctx, work: make(chan job)}
+	for range max(1, min(n, runtime.GOMAXPROCS(0), maxWorkers)) {
+		w.wg.Add(1)
+		go func() {
+			defer w.wg.Done()
+			for j := range w.work {
+				err := w.ctx.Err()
+				if err != nil || w.failed() {
+					if j.release != nil {
+						j.release()
+					}
+					if err != nil {
+						w.fail(err)
+					}
+					continue // drained: the pass has failed
+				}
+				if err := j.run(); err != nil {
+					w.fail(err)
+				}
+			}
+		}()
+	}
+	return w
+}
+
+// job is one function to run, and what to do instead when it is not run
+// (release: nil, or free what run would have used).
+type job struct {
+	run     func() error
+	release func()
+}
+
+// do hands run to a goroutine. When the pass has failed it is not run:
+// release is, and do reports false.
+func (w *workers) do(run func() error, release func()) bool {
+	if w.failed() {
+		if release != nil {
+			release()
+		}
+		return false
+	}
+	w.work <- job{run: run, release: release}
+	return true
+}
+
+// fail records err unless an error is recorded already.
+func (w *workers) fail(err error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.err == nil {
+		w.err = err
+	}
+}
+
+func (w *workers) failed() bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.err != nil
+}
+
+// wait waits for every function handed over and returns the first error.
+func (w *workers) wait() error {
+	close(w.work)
+	w.wg.Wait()
+	return w.err
+}
