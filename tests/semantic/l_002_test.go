@@ -45,7 +45,7 @@ func l002Procs(marker string) []int {
 			continue
 		}
 		cmdline, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
-		if err != nil || !bytes.Contains(cmdline, []byte(marker)) {
+		if err != nil || !l002Names(cmdline, marker) {
 			continue
 		}
 		if stat, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat")); err == nil {
@@ -56,6 +56,27 @@ func l002Procs(marker string) []int {
 		out = append(out, pid)
 	}
 	return out
+}
+
+// l002Names reports whether cmdline holds marker as a whole name: not
+// followed by a letter, digit, '-' or '_'. The markers of parallel
+// subtests may start alike ("…-copy", "…-copy-subreaper"): one must
+// never find, or kill, the other's processes.
+func l002Names(cmdline []byte, marker string) bool {
+	for rest := cmdline; ; {
+		i := bytes.Index(rest, []byte(marker))
+		if i < 0 {
+			return false
+		}
+		rest = rest[i+len(marker):]
+		if len(rest) == 0 {
+			return true
+		}
+		c := rest[0]
+		if !(c == '-' || c == '_' || c >= '0' && c <= '9' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z') {
+			return true
+		}
+	}
 }
 
 // l002Kill kills what a failed check left behind.
@@ -383,5 +404,25 @@ func TestL002_LeftoversNamedWhileForking(t *testing.T) {
 				t.Errorf("negative control (no freeze): all %d forked processes were named: the test cannot fail", total)
 			}
 		})
+	}
+}
+
+// TestL002NamesIsWhole pins the matching of the process markers: a marker
+// that starts another parallel subtest's marker does not find it.
+func TestL002NamesIsWhole(t *testing.T) {
+	for _, c := range []struct {
+		cmdline, marker string
+		want            bool
+	}{
+		{"sh\x00-c\x00script\x00wtx-l002-1-fork-copy\x00", "wtx-l002-1-fork-copy", true},
+		{"sh\x00-c\x00script\x00wtx-l002-1-fork-copy-subreaper\x00", "wtx-l002-1-fork-copy", false},
+		{"sh\x00-c\x00while [ ! -e /tmp/x ]; do :; done' wtx-l002-1-fork-copy & wait", "wtx-l002-1-fork-copy", true},
+		{"wtx-l002-1-fork-copy-subreaper wtx-l002-1-fork-copy", "wtx-l002-1-fork-copy", true},
+		{"wtx-l002-1-fork-copy2", "wtx-l002-1-fork-copy", false},
+		{"wtx-l002-1-fork-copy", "wtx-l002-1-fork-copy", true},
+	} {
+		if got := l002Names([]byte(c.cmdline), c.marker); got != c.want {
+			t.Errorf("l002Names(%q, %q) = %v, want %v", c.cmdline, c.marker, got, c.want)
+		}
 	}
 }
