@@ -364,14 +364,20 @@ func (s *Stage) payloads(ctx context.Context, batch *blob.Batch, cs []tree.Chang
 	return out, nil
 }
 
+// sharedInode is the conflict of a staged file that is the workspace file
+// at path itself.
+func sharedInode(path string) *Conflict {
+	return &Conflict{Path: path, Kind: "shared-inode",
+		Detail: "the staged file is the workspace file itself (same inode); applying it would be meaningless and writing it was never staged"}
+}
+
 // storeOpened is storePayload for a staged file the view opened as f (and
 // closed here).
 func storeOpened(ctx context.Context, batch *blob.Batch, c *tree.Change, f *os.File, cur fsx.Stat, inWS, stored bool) (*Conflict, error) {
 	fi, err := f.Stat()
 	if err == nil && inWS && sameInode(fi, cur) {
 		_ = f.Close() // read-only
-		return &Conflict{Path: c.Path, Kind: "shared-inode",
-			Detail: "the staged file is the workspace file itself (same inode); applying it would be meaningless and writing it was never staged"}, nil
+		return sharedInode(c.Path), nil
 	}
 	if err == nil && stored {
 		_ = f.Close() // read-only
@@ -394,8 +400,7 @@ func storeOpened(ctx context.Context, batch *blob.Batch, c *tree.Change, f *os.F
 func storePayload(ctx context.Context, batch *blob.Batch, c *tree.Change, f *fsx.File, cur fsx.Stat, inWS, stored bool) (*Conflict, error) {
 	defer f.Close()
 	if st := f.Stat(); inWS && st.Ino == cur.Ino && st.Dev == cur.Dev {
-		return &Conflict{Path: c.Path, Kind: "shared-inode",
-			Detail: "the staged file is the workspace file itself (same inode); applying it would be meaningless and writing it was never staged"}, nil
+		return sharedInode(c.Path), nil
 	}
 	if stored {
 		return nil, nil

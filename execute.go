@@ -218,10 +218,7 @@ func (x *executor) land(ctx context.Context) error {
 		jobs[i] = tempJob{path: pw.path, e: pw.entry, prefix: pw.prefix, done: func(tmp string) { pw.tmp = tmp }}
 	}
 	if path, err := x.writeTemps(ctx, jobs, "apply:temp-written"); err != nil {
-		if errors.Is(err, fsx.ErrSymlink) {
-			err = &Conflict{Path: path, Kind: "symlink", Detail: "a directory above it became a symlink"}
-		}
-		return stepError(tree.Step{Kind: tree.StepWrite, Path: path}, err)
+		return stepError(tree.Step{Kind: tree.StepWrite, Path: path}, dirError(path, err))
 	}
 	temps := make([]string, len(x.pending))
 	for i, pw := range x.pending {
@@ -249,10 +246,7 @@ func (x *executor) step(r journal.Record) (func() error, error) {
 	}
 	d, err := x.root.OpenDir(tree.Parent(r.Step.Path))
 	if err != nil {
-		if errors.Is(err, fsx.ErrSymlink) {
-			return nil, &Conflict{Path: r.Step.Path, Kind: "symlink", Detail: "a directory above it became a symlink"}
-		}
-		return nil, err
+		return nil, dirError(r.Step.Path, err)
 	}
 	defer d.Close()
 	switch r.Step.Kind {
@@ -400,6 +394,15 @@ func (x *executor) write(d *fsx.Dir, r journal.Record) (func() error, error) {
 		}
 		return d.Unlink(tmp)
 	}), nil
+}
+
+// dirError is the error of a step at path whose directory did not open
+// (err): a conflict when a directory above it became a symlink.
+func dirError(path string, err error) error {
+	if errors.Is(err, fsx.ErrSymlink) {
+		return &Conflict{Path: path, Kind: "symlink", Detail: "a directory above it became a symlink"}
+	}
+	return err
 }
 
 // lands reports whether r writes a new file that land writes and lands
