@@ -346,14 +346,17 @@ func TestL002_LeftoversNamedWhileForking(t *testing.T) {
 		variants = append(variants, variant{b, b, nil})
 	}
 	variants = append(variants, variant{"copy-subreaper", "copy", []string{"WTX_DISABLE=contain-ns"}})
-	const rounds = 3
+	const rounds, controlRounds = 3, 30
 	for _, v := range variants {
 		t.Run(v.name, func(t *testing.T) {
 			t.Parallel()
 			ws, state := l002Env(t, bin, v.backend)
 			marker := fmt.Sprintf("wtx-l002-%d-fork-%s", os.Getpid(), v.name)
 			t.Cleanup(func() { l002Kill(marker) })
-			unnamed := func(env []string) (missed, total int) {
+			// unnamed runs up to rounds commands with env and counts the
+			// forked processes the answer does not name; with untilMiss
+			// it stops at the first round that misses one.
+			unnamed := func(env []string, rounds int, untilMiss bool) (missed, total int) {
 				for i := range rounds {
 					dir := t.TempDir()
 					pids, ready := filepath.Join(dir, "pids"), filepath.Join(dir, "ready")
@@ -386,10 +389,13 @@ func TestL002_LeftoversNamedWhileForking(t *testing.T) {
 					if left := l002Procs(marker); len(left) > 0 {
 						t.Fatalf("round %d: processes the command started outlive wtx run: %v", i, left)
 					}
+					if untilMiss && missed > 0 {
+						break
+					}
 				}
 				return missed, total
 			}
-			if missed, total := unnamed(v.env); missed > 0 {
+			if missed, total := unnamed(v.env, rounds, false); missed > 0 {
 				t.Errorf("%d of %d processes forked before the stop were stopped unnamed", missed, total)
 			}
 			if len(v.env) > 0 {
@@ -399,9 +405,13 @@ func TestL002_LeftoversNamedWhileForking(t *testing.T) {
 				// time to stop grows, so there is no negative control.
 				return
 			}
-			// Negative control: listed while it runs, some are missed.
-			if missed, total := unnamed([]string{"WTX_DISABLE=contain-freeze"}); missed == 0 {
-				t.Errorf("negative control (no freeze): all %d forked processes were named: the test cannot fail", total)
+			// Negative control: listed while it runs, a process forked
+			// during the listing is missed. Whether a fork lands in that
+			// window is a race, so it runs until one does, within a bound.
+			if missed, total := unnamed([]string{"WTX_DISABLE=contain-freeze"}, controlRounds, true); missed == 0 {
+				t.Errorf("negative control (no freeze): all %d forked processes of %d rounds were named: the test cannot fail", total, controlRounds)
+			} else {
+				t.Logf("negative control (no freeze): %d of %d forked processes unnamed", missed, total)
 			}
 		})
 	}
