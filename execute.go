@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"sort"
 	"sync"
 	"syscall"
 
@@ -857,35 +856,39 @@ func syncDirs(root *fsx.Root, dirs []string) error { return syncAll(root, nil, d
 // syncFiles makes the content of files durable (see syncAll).
 func syncFiles(root *fsx.Root, files []string) error { return syncAll(root, files, nil) }
 
+// syncPar bounds the fsyncs in flight when each file is synced: they wait
+// on the disk, not the CPU, and a file system folds concurrent ones into
+// fewer journal commits.
+const syncPar = 16
+
 // syncAll makes the content of files (each "dir\x00name") and the entries
-// of dirs durable: one syncfs of the workspace's filesystem where there is
-// one, else an fsync of each file, then of each directory.
+// of dirs durable: one syncfs of the workspace's filesystem while little
+// else is dirty (fsx.BulkSync), else an fsync of each file, then of each
+// directory, a few at a time.
 func syncAll(root *fsx.Root, files, dirs []string) error {
 	if len(files) == 0 && len(dirs) == 0 {
 		return nil
 	}
-	if done, err := syncFS(root); done {
+	if fsx.BulkSync(len(files) + len(dirs)) {
+		if done, err := syncFS(root); done {
+			return err
+		}
+	}
+	err := fsx.Each(len(files), syncPar, func(i int) error {
+		dir, name, _ := cutNUL(files[i])
+		return syncFileIn(root, dir, name)
+	})
+	if err != nil {
 		return err
 	}
-	for _, df := range files {
-		dir, name, _ := cutNUL(df)
-		if err := syncFileIn(root, dir, name); err != nil {
-			return err
-		}
-	}
-	sort.Strings(dirs)
-	for _, rel := range dirs {
-		d, err := root.OpenDir(rel)
+	return fsx.Each(len(dirs), syncPar, func(i int) error {
+		d, err := root.OpenDir(dirs[i])
 		if err != nil {
 			return err
 		}
-		err = d.Sync()
-		d.Close()
-		if err != nil {
-			return err
-		}
-	}
-	return nil
+		defer d.Close()
+		return d.Sync()
+	})
 }
 
 func cutNUL(s string) (string, string, bool) {

@@ -142,9 +142,10 @@ func (b *Batch) Held(d Digest) ([]byte, bool) {
 }
 
 // Commit makes every object of the batch durable and visible: the
-// temporary files are synced (one syncfs), renamed into place, and the
-// renames synced (another syncfs). Where syncfs is not available, each file
-// and directory is fsync'd instead. After an error the batch's remaining
+// temporary files are synced, renamed into place, and the renames synced.
+// Each sync is one syncfs of the store's filesystem while little else is
+// dirty (fsx.BulkSync), else an fsync of each file, then of each prefix
+// directory, a few at a time. After an error the batch's remaining
 // temporary files are removed.
 func (b *Batch) Commit() (err error) {
 	defer func() {
@@ -155,18 +156,28 @@ func (b *Batch) Commit() (err error) {
 	if len(b.pending) == 0 {
 		return nil
 	}
-	bulk := fsx.SyncFSPath(b.s.dir)
-	perFile := errors.Is(bulk, errors.ErrUnsupported)
-	if bulk != nil && !perFile {
-		return fmt.Errorf("commit blobs: %w", bulk)
+	bulk := fsx.BulkSync(len(b.pending))
+	if bulk {
+		err := fsx.SyncFSPath(b.s.dir)
+		if errors.Is(err, errors.ErrUnsupported) {
+			bulk = false
+		} else if err != nil {
+			return fmt.Errorf("commit blobs: %w", err)
+		}
+	}
+	if !bulk {
+		err := fsx.Each(len(b.pending), syncPar, func(i int) error {
+			if err := syncPath(b.pending[i].tmp); err != nil {
+				return fmt.Errorf("commit blob %s: %w", b.pending[i].d, err)
+			}
+			return nil
+		})
+		if err != nil {
+			return err
+		}
 	}
 	dirs := map[string]bool{}
 	for i, p := range b.pending {
-		if perFile {
-			if err := syncPath(p.tmp); err != nil {
-				return fmt.Errorf("commit blob %s: %w", p.d, err)
-			}
-		}
 		dst := b.s.Path(p.d)
 		prefix := filepath.Dir(dst)
 		// Replaced when it exists, as by Store.Put: damage heals and a
@@ -184,20 +195,33 @@ func (b *Batch) Commit() (err error) {
 		b.pending[i].tmp = ""
 		dirs[prefix] = true
 	}
-	if !perFile {
+	if bulk {
 		if err := fsx.SyncFSPath(b.s.dir); err != nil {
 			return fmt.Errorf("commit blobs: %w", err)
 		}
 	} else {
+		list := make([]string, 0, len(dirs))
 		for d := range dirs {
-			if err := syncDir(d); err != nil {
+			list = append(list, d)
+		}
+		err := fsx.Each(len(list), syncPar, func(i int) error {
+			if err := syncDir(list[i]); err != nil {
 				return fmt.Errorf("commit blobs: %w", err)
 			}
+			return nil
+		})
+		if err != nil {
+			return err
 		}
 	}
 	b.pending = nil
 	return nil
 }
+
+// syncPar bounds the fsyncs in flight when each object is synced: they
+// wait on the disk, and a file system folds concurrent ones into fewer
+// journal commits.
+const syncPar = 16
 
 // Abort removes the batch's temporary files; nothing of it is stored.
 func (b *Batch) Abort() {

@@ -67,7 +67,9 @@ func Hit(name string) {
 // ignores the stage busy lock (L-001), "settled" lets drop rewrite an
 // applied stage (L-004); "contain-freeze" lists a command's leftovers
 // without stopping them first, "walk-gone" fails a walk on a name removed
-// under it. Other switches are named where they are used.
+// under it, "syncfs" makes wtx fsync each file and directory instead of
+// syncing their filesystem (see fsx.BulkSync). Other switches are named
+// where they are used.
 func Disabled(protection string) bool {
 	for _, p := range strings.Split(os.Getenv("WTX_DISABLE"), ",") {
 		if p == protection {

@@ -16,3 +16,6 @@ func (d *Dir) SyncFS() error {
 func SyncFSPath(path string) error {
 	return &fs.PathError{Op: "syncfs", Path: path, Err: errors.ErrUnsupported}
 }
+
+// BulkSync is false here: there is no syncfs, each file is synced.
+func BulkSync(n int) bool { return false }

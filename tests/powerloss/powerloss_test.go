@@ -63,6 +63,21 @@ func TestL3_PowerLossExt4NoAutoDaAlloc(t *testing.T) {
 	}
 }
 
+// TestL3_PowerLossXFSEachFile runs the XFS cycles with syncfs switched
+// off: wtx then syncs each file and directory, as it does when much else
+// is dirty in the page cache (fsx.BulkSync) and where there is no syncfs.
+func TestL3_PowerLossXFSEachFile(t *testing.T) {
+	fsys := wtxtest.NewLoopFS(t, "xfs", 320, xfsArgs, "")
+	h := newHarness(t, fsys, []string{"WTX_DISABLE=syncfs"})
+	n := cycles(40, 2000)
+	st := h.run(n, false)
+	t.Logf("xfs, each file synced: %d cycles (%d crashed at a failpoint, %d acknowledged then shut down), %d violations",
+		st.cycles, st.crashed, st.acked, len(st.violations))
+	for _, v := range st.violations {
+		t.Error(v)
+	}
+}
+
 // TestL3_NegativeControlNoFsync is the harness's teeth: with every wtx
 // fsync switched off, XFS must lose an acknowledged apply (or leave a
 // torn one) within the cycle budget.
