@@ -63,7 +63,8 @@
 // Dirty data left by untimed steps is synced before each timed command.
 //
 // Flags: -files, -pkgfiles, -seed, -runs, -budget, -tree, -scratch,
-// -dirty, -scale, -wtx PATH (default: build ./cmd/wtx with the go command),
+// -dirty, -scale, -only G,… (run only these scenario groups: openrun, scan,
+// apply, new, syscalls, dirty, scale), -wtx PATH (default: build ./cmd/wtx with the go command),
 // -keep (leave the scratch directory and print its path), -json; -from
 // FILE prints the table of a report -json saved.
 package main
@@ -113,6 +114,7 @@ func main() {
 	flag.StringVar(&cfg.wtx, "wtx", "", "the wtx binary to measure (default: go build ./cmd/wtx)")
 	flag.BoolVar(&cfg.keep, "keep", false, "keep the scratch directory")
 	flag.BoolVar(&cfg.json, "json", false, "print the report as JSON")
+	only := flag.String("only", "", "run only the scenario groups `G,…` (openrun, scan, apply, new, syscalls, dirty, scale)")
 	from := flag.String("from", "", "print the table of the report `FILE` that -json wrote, measuring nothing")
 	flag.Parse()
 	if *from != "" {
@@ -133,6 +135,19 @@ func main() {
 		}
 		cfg.scale = append(cfg.scale, n)
 	}
+	for _, g := range strings.Split(*only, ",") {
+		if g = strings.TrimSpace(g); g == "" {
+			continue
+		}
+		if !slices.Contains(groups, g) {
+			fmt.Fprintf(os.Stderr, "bench: -only %q: the groups are %s\n", g, strings.Join(groups, ", "))
+			os.Exit(2)
+		}
+		if cfg.only == nil {
+			cfg.only = map[string]bool{}
+		}
+		cfg.only[g] = true
+	}
 	if cfg.runs < 1 || cfg.files < 1 || cfg.pkgFiles < 0 || cfg.dirty < 0 {
 		fmt.Fprintln(os.Stderr, "bench: -runs and -files must be at least 1, -pkgfiles and -dirty not negative")
 		os.Exit(2)
@@ -151,7 +166,11 @@ type config struct {
 	budget                time.Duration
 	dirty                 int64
 	scale                 []int
+	only                  map[string]bool // scenario groups to run; empty: all
 }
+
+// groups names the scenario groups -only chooses from, in the order they run.
+var groups = []string{"openrun", "scan", "apply", "new", "syscalls", "dirty", "scale"}
 
 // report is the whole output, as -json prints it.
 type report struct {
@@ -260,8 +279,17 @@ func run(cfg config) error {
 	r := rand.New(rand.NewPCG(cfg.seed, 0xc4a9))
 	r.Shuffle(len(b.order), func(i, j int) { b.order[i], b.order[j] = b.order[j], b.order[i] })
 
-	for _, step := range []func() error{b.openRun, b.changeScan, b.durableApply, b.newFiles, b.syscalls, b.dirtyData, b.scaleTrees} {
-		if err := step(); err != nil {
+	for _, step := range []struct {
+		name string
+		run  func() error
+	}{
+		{"openrun", b.openRun}, {"scan", b.changeScan}, {"apply", b.durableApply}, {"new", b.newFiles},
+		{"syscalls", b.syscalls}, {"dirty", b.dirtyData}, {"scale", b.scaleTrees},
+	} {
+		if len(cfg.only) > 0 && !cfg.only[step.name] {
+			continue
+		}
+		if err := step.run(); err != nil {
 			return err
 		}
 	}
