@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/wtx-dev/wtx/internal/blob"
+	"github.com/wtx-dev/wtx/internal/quote"
 	"github.com/wtx-dev/wtx/internal/state"
 	"github.com/wtx-dev/wtx/internal/textdiff"
 	"github.com/wtx-dev/wtx/internal/tree"
@@ -140,6 +141,35 @@ func undoSelection(op *Op, paths, exclude []string) []tree.Change {
 func (w *Workspace) Op(ctx context.Context, ref string) (*Op, error) {
 	op, _, err := w.findOp(ctx, ref)
 	return op, err
+}
+
+// LatestOp returns the workspace's newest op or, with undoable, its newest
+// apply not wholly undone yet: what an undo takes when it names no op, so
+// that a second undo walks further back rather than redoing. Like Op it
+// reads only the ops it looks at and their undo chains, whatever the
+// length of the history. With none, the error is CodeOpNotFound.
+func (w *Workspace) LatestOp(ctx context.Context, undoable bool) (*Op, error) {
+	links, err := w.db.ListOpLinks(ctx, w.id)
+	if err != nil {
+		return nil, AsError(err)
+	}
+	for i := len(links) - 1; i >= 0; i-- {
+		if undoable && links[i].Kind != state.OpApply {
+			continue
+		}
+		op, err := w.opAmong(ctx, links[i].ID, links)
+		if err != nil {
+			return nil, err
+		}
+		if !undoable || op.UndoneBy == "" {
+			return op, nil
+		}
+	}
+	what := "no op"
+	if undoable {
+		what = "no applied op that is not undone yet"
+	}
+	return nil, errorf(CodeOpNotFound, "workspace %s has %s", quote.Path(w.path), what)
 }
 
 // findOp is Op, with the list of every op's links it was found among: the

@@ -2,6 +2,7 @@ package wtx
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -33,6 +34,7 @@ func TestOpAgreesWithOps(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer ws.Close()
+			checkLatestOp(t, ctx, ws) // no op at all
 			for i := 0; i < 16; i++ {
 				ops, err := ws.Ops(ctx)
 				if err != nil {
@@ -56,6 +58,7 @@ func TestOpAgreesWithOps(t *testing.T) {
 				// A refusal (a later op wrote the path since) is part of
 				// the history too.
 				_, _ = ws.UndoWith(ctx, op.ID, opts)
+				checkLatestOp(t, ctx, ws)
 			}
 			ops, err := ws.Ops(ctx)
 			if err != nil {
@@ -86,6 +89,33 @@ func TestOpAgreesWithOps(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// checkLatestOp compares LatestOp, which reads the candidates only, with
+// the newest op and the newest apply not wholly undone as Ops reports them.
+func checkLatestOp(t *testing.T, ctx context.Context, ws *Workspace) {
+	t.Helper()
+	ops, err := ws.Ops(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, undoable := range []bool{false, true} {
+		want := ""
+		for i := len(ops) - 1; i >= 0 && want == ""; i-- {
+			if !undoable || ops[i].Kind == "apply" && ops[i].UndoneBy == "" {
+				want = ops[i].ID
+			}
+		}
+		got, err := ws.LatestOp(ctx, undoable)
+		switch {
+		case want == "" && !errors.Is(err, ErrNotFound):
+			t.Errorf("LatestOp(%v) = %v, %v; want not found", undoable, got, err)
+		case want != "" && err != nil:
+			t.Errorf("LatestOp(%v): %v; want %s", undoable, err, want)
+		case want != "" && got.ID != want:
+			t.Errorf("LatestOp(%v) = %s; want %s", undoable, got.ID, want)
+		}
 	}
 }
 

@@ -194,27 +194,6 @@ func writeLog(w io.Writer, rows []logRow, color bool, now time.Time) {
 	}
 }
 
-// lastOp returns the op undo and show take when none is named: for undo,
-// the newest apply not undone yet (so undo, undo walks back, as jj's does);
-// for show, the newest op.
-func lastOp(ctx context.Context, ws *wtx.Workspace, forUndo bool) (*wtx.Op, error) {
-	ops, err := ws.Ops(ctx)
-	if err != nil {
-		return nil, err
-	}
-	for i := len(ops) - 1; i >= 0; i-- {
-		op := ops[i]
-		if !forUndo || op.Kind == "apply" && op.UndoneBy == "" {
-			return op, nil
-		}
-	}
-	what := "no op"
-	if forUndo {
-		what = "no applied op that is not undone yet"
-	}
-	return nil, &wtx.Error{Code: wtx.CodeOpNotFound, Message: fmt.Sprintf("workspace %s has %s", quote.Path(ws.Path()), what)}
-}
-
 // writeTxOps lists a stage's own ops with the numbers drop-op takes.
 func writeTxOps(w io.Writer, ops []wtx.TxOp, color bool) {
 	if len(ops) == 0 {

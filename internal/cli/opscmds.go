@@ -86,7 +86,7 @@ goes through the pager, as 'wtx diff' does.`,
 			if len(args) == 1 {
 				op, err = ws.Op(ctx, args[0])
 			} else {
-				op, err = lastOp(ctx, ws, false)
+				op, err = ws.LatestOp(ctx, false)
 			}
 			if err != nil {
 				return err
@@ -143,7 +143,7 @@ rest of OP stays as it is; a later undo of OP takes back what is left.`,
 			if len(args) == 1 {
 				ref = args[0]
 			} else {
-				op, err := lastOp(ctx, ws, true)
+				op, err := ws.LatestOp(ctx, true)
 				if err != nil {
 					return err
 				}

@@ -96,20 +96,13 @@ func (h *handlers) undo(ctx context.Context, _ *mcp.CallToolRequest, in UndoIn) 
 	defer ws.Close()
 	ref := in.Op
 	if ref == "" {
-		ops, err := ws.Ops(ctx)
+		// As the command line: the newest apply not undone yet, so a
+		// second undo walks further back rather than redoing.
+		op, err := ws.LatestOp(ctx, true)
 		if err != nil {
 			return nil, answer.Undo{}, h.fail("undo", "", err)
 		}
-		// As the command line: the newest apply not undone yet, so a
-		// second undo walks further back rather than redoing.
-		for i := len(ops) - 1; i >= 0 && ref == ""; i-- {
-			if ops[i].Kind == "apply" && ops[i].UndoneBy == "" {
-				ref = ops[i].ID
-			}
-		}
-		if ref == "" {
-			return nil, answer.Undo{}, h.fail("undo", "", &wtx.Error{Code: wtx.CodeOpNotFound, Message: "the workspace has no applied op that is not undone yet"})
-		}
+		ref = op.ID
 	}
 	if !h.cfg.AllowApprove {
 		// Agents propose, people approve (L-005): an undo writes the

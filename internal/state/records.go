@@ -333,8 +333,8 @@ func (q *queries) InsertOp(ctx context.Context, o Op) error {
 	if err != nil {
 		return fmt.Errorf("insert op %s: %w", o.ID, err)
 	}
-	_, err = q.q.ExecContext(ctx, `INSERT INTO ops (id, workspace_id, stage_id, kind, state, created_at, body)
-		VALUES (?, ?, ?, ?, ?, ?, ?)`,
+	_, err = q.q.ExecContext(ctx, `INSERT INTO ops (id, workspace_id, stage_id, kind, state, created_at, body, undoes)
+		VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, `+undoesOf(7)+`)`,
 		o.ID, o.WorkspaceID, nullable(o.StageID), o.Kind, o.State, formatTime(o.CreatedAt), body)
 	if err != nil {
 		return fmt.Errorf("insert op %s: %w", o.ID, classify(err))
@@ -352,7 +352,7 @@ func (q *queries) UpdateOp(ctx context.Context, o Op) error {
 	if err != nil {
 		return fmt.Errorf("update op %s: %w", o.ID, err)
 	}
-	res, err := q.q.ExecContext(ctx, "UPDATE ops SET state = ?, body = ? WHERE id = ?", o.State, body, o.ID)
+	res, err := q.q.ExecContext(ctx, "UPDATE ops SET state = ?1, body = ?2, undoes = "+undoesOf(2)+" WHERE id = ?3", o.State, body, o.ID)
 	if err != nil {
 		return fmt.Errorf("update op %s: %w", o.ID, classify(err))
 	}
@@ -365,6 +365,14 @@ func (q *queries) UpdateOp(ctx context.Context, o Op) error {
 }
 
 const opColumns = "id, workspace_id, stage_id, kind, state, created_at, body"
+
+// undoesOf is the SQL of the undoes column from the body bound as the
+// statement's parameter n: the op the body's "undoes" names, NULL when it
+// names none. Kept beside the body so that listing the links of a
+// workspace's ops never parses the bodies.
+func undoesOf(n int) string {
+	return fmt.Sprintf("NULLIF(json_extract(?%d, '$.undoes'), '')", n)
+}
 
 func scanOp(r rowScanner) (Op, error) {
 	var o Op
@@ -408,21 +416,23 @@ func (q *queries) ListOps(ctx context.Context, workspaceID string) ([]Op, error)
 
 // OpLink is an op's id and the op it undoes ("" for an apply).
 type OpLink struct {
-	ID, Undoes string
+	ID     string
+	Kind   string // OpApply or OpUndo
+	Undoes string // the op an undo takes back; "" for an apply
 }
 
-// ListOpLinks returns the id of each of the workspace's ops and the op it
-// undoes, oldest first as [queries.ListOps], without reading the ops'
-// bodies into Go: what finding one op among many needs.
+// ListOpLinks returns the id and kind of each of the workspace's ops and
+// the op it undoes, oldest first as [queries.ListOps], without reading the
+// ops' bodies: what finding one op among many needs.
 func (q *queries) ListOpLinks(ctx context.Context, workspaceID string) ([]OpLink, error) {
 	rows, err := q.q.QueryContext(ctx,
-		"SELECT id, COALESCE(json_extract(body, '$.undoes'), '') FROM ops WHERE workspace_id = ? ORDER BY created_at, id", workspaceID)
+		"SELECT id, kind, COALESCE(undoes, '') FROM ops WHERE workspace_id = ? ORDER BY created_at, id", workspaceID)
 	if err != nil {
 		return nil, fmt.Errorf("list ops of %s: %w", workspaceID, classify(err))
 	}
 	list, err := collect(rows, func(r rowScanner) (OpLink, error) {
 		var l OpLink
-		err := r.Scan(&l.ID, &l.Undoes)
+		err := r.Scan(&l.ID, &l.Kind, &l.Undoes)
 		return l, err
 	})
 	if err != nil {

@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"path/filepath"
+	"slices"
 	"testing"
 	"time"
 )
@@ -464,5 +466,85 @@ func TestTxRollsBack(t *testing.T) {
 	}
 	if _, err := db.GetStage(ctx, "tx-ok"); err != nil {
 		t.Errorf("committed stage missing: %v", err)
+	}
+}
+
+// TestOpLinksReadUndoes checks the links of ops as InsertOp and UpdateOp
+// record them: the kind, and the op an undo's body names, without the body.
+func TestOpLinksReadUndoes(t *testing.T) {
+	ctx := context.Background()
+	db := openTest(t)
+	ws := seed(t, db, "ws")
+	if err := db.InsertStage(ctx, stageFor(ws, "tx-1", "", t0)); err != nil {
+		t.Fatal(err)
+	}
+	for _, o := range []Op{
+		{ID: "op-1", WorkspaceID: ws, StageID: "tx-1", Kind: OpApply, State: "committed", Body: json.RawMessage(`{"paths":[]}`), CreatedAt: t0},
+		{ID: "op-2", WorkspaceID: ws, Kind: OpUndo, State: "committed", Body: json.RawMessage(`{"undoes":"op-1"}`), CreatedAt: t0.Add(time.Second)},
+		{ID: "op-3", WorkspaceID: ws, Kind: OpUndo, State: "committed", Body: json.RawMessage(`{"undoes":""}`), CreatedAt: t0.Add(2 * time.Second)},
+		{ID: "op-4", WorkspaceID: ws, Kind: OpUndo, State: "pending", CreatedAt: t0.Add(3 * time.Second)},
+	} {
+		if err := db.InsertOp(ctx, o); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := db.UpdateOp(ctx, Op{ID: "op-4", State: "committed", Body: json.RawMessage(`{"undoes":"op-2"}`)}); err != nil {
+		t.Fatal(err)
+	}
+	got, err := db.ListOpLinks(ctx, ws)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []OpLink{{"op-1", OpApply, ""}, {"op-2", OpUndo, "op-1"}, {"op-3", OpUndo, ""}, {"op-4", OpUndo, "op-2"}}
+	if !slices.Equal(got, want) {
+		t.Fatalf("ListOpLinks = %v, want %v", got, want)
+	}
+}
+
+// TestMigrationFillsUndoes opens a database made before the undoes column
+// and checks the migration fills it from each op's body.
+func TestMigrationFillsUndoes(t *testing.T) {
+	ctx := context.Background()
+	ms, err := loadMigrations()
+	if err != nil {
+		t.Fatal(err)
+	}
+	i := slices.IndexFunc(ms, func(m migration) bool { return m.name == "006_op_undoes.sql" })
+	if i < 0 {
+		t.Fatal("no migration 006_op_undoes.sql")
+	}
+	path := filepath.Join(t.TempDir(), "state.db")
+	old, err := open(ctx, path, ms[:i])
+	if err != nil {
+		t.Fatal(err)
+	}
+	ws := seed(t, old, "ws")
+	for n, row := range [][]string{
+		{"op-1", OpApply, `{"paths":["a"]}`},
+		{"op-2", OpUndo, `{"undoes":"op-1","paths":["a"]}`},
+		{"op-3", OpUndo, `{"undoes":""}`},
+	} {
+		if _, err := old.pool.ExecContext(ctx, "INSERT INTO ops (id, workspace_id, kind, state, created_at, body) VALUES (?, ?, ?, 'committed', ?, ?)",
+			row[0], ws, row[1], formatTime(t0.Add(time.Duration(n)*time.Second)), row[2]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := old.pool.ExecContext(ctx, "INSERT INTO ops (id, workspace_id, kind, state, created_at) VALUES ('op-4', ?, 'undo', 'pending', ?)",
+		ws, formatTime(t0.Add(time.Hour))); err != nil {
+		t.Fatal(err)
+	}
+	old.Close()
+	db, err := Open(ctx, path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	got, err := db.ListOpLinks(ctx, ws)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []OpLink{{"op-1", OpApply, ""}, {"op-2", OpUndo, "op-1"}, {"op-3", OpUndo, ""}, {"op-4", OpUndo, ""}}
+	if !slices.Equal(got, want) {
+		t.Fatalf("ListOpLinks after the migration = %v, want %v", got, want)
 	}
 }
