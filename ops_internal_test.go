@@ -141,3 +141,47 @@ func applyFiles(t *testing.T, ctx context.Context, ws *Workspace, work string, i
 		t.Fatal(err)
 	}
 }
+
+// TestStatusListsItsStageOps: a stage's status names the ops that applied
+// it, oldest first, and no op of another stage or an undo of no stage.
+func TestStatusListsItsStageOps(t *testing.T) {
+	ctx := context.Background()
+	work, state := t.TempDir(), t.TempDir()
+	ws, err := Open(ctx, work, Options{StateDir: state})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ws.Close()
+	a, err := ws.Begin(ctx, BeginOptions{Backend: "copy"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res, err := a.Run(ctx, []string{"sh", "-c", "echo x > a1; echo y > a2"}, RunOptions{}); err != nil || res.ExitCode != 0 {
+		t.Fatalf("run: %v, %v", err, res)
+	}
+	var want []string
+	for i, sel := range []string{"a1", "a2"} {
+		res, err := a.Apply(ctx, ApplyOptions{Paths: []string{LiteralSelector(sel)}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		want = append(want, res.OpID)
+		if i == 0 {
+			applyFiles(t, ctx, ws, work, 1, 2) // another stage's op between
+			last, err := ws.LatestOp(ctx, true)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := ws.Undo(ctx, last.ID); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	st, err := a.Status(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(st.Ops, want) {
+		t.Fatalf("status ops = %v, want %v", st.Ops, want)
+	}
+}

@@ -56,14 +56,14 @@ func (s *Stage) Status(ctx context.Context, paths []string) (*Status, error) {
 		}
 		st.Running, st.Run = run != nil, run
 	}
-	ops, err := s.ws.db.ListOps(ctx, s.ws.id)
+	links, err := s.ws.db.ListOpLinks(ctx, s.ws.id)
 	if err != nil {
 		return nil, AsError(err)
 	}
 	st.Ops = []string{}
-	for _, o := range ops {
-		if o.StageID == s.ID() {
-			st.Ops = append(st.Ops, o.ID)
+	for _, l := range links {
+		if l.StageID == s.ID() {
+			st.Ops = append(st.Ops, l.ID)
 		}
 	}
 	if s.State() == StateDropped {

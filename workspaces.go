@@ -111,11 +111,11 @@ func (w *Workspace) Workspaces(ctx context.Context) ([]WorkspaceSummary, error) 
 				s.Size += diskUsage(dir)
 			}
 		}
-		ops, err := w.db.ListOps(ctx, r.ID)
+		links, err := w.db.ListOpLinks(ctx, r.ID)
 		if err != nil {
 			return nil, AsError(err)
 		}
-		s.Ops = len(ops)
+		s.Ops = len(links)
 		out = append(out, s)
 	}
 	return out, nil

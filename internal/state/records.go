@@ -414,25 +414,28 @@ func (q *queries) ListOps(ctx context.Context, workspaceID string) ([]Op, error)
 	return list, nil
 }
 
-// OpLink is an op's id and the op it undoes ("" for an apply).
+// OpLink is what places an op in its workspace's history without its body:
+// its id, kind and stage, and the op it undoes.
 type OpLink struct {
-	ID     string
-	Kind   string // OpApply or OpUndo
-	Undoes string // the op an undo takes back; "" for an apply
+	ID      string
+	Kind    string // OpApply or OpUndo
+	StageID string // "" when the op belongs to no stage
+	Undoes  string // the op an undo takes back; "" for an apply
 }
 
-// ListOpLinks returns the id and kind of each of the workspace's ops and
-// the op it undoes, oldest first as [queries.ListOps], without reading the
-// ops' bodies: what finding one op among many needs.
+// ListOpLinks returns the link of each of the workspace's ops (id, kind,
+// stage, the op it undoes), oldest first as [queries.ListOps], without
+// reading the ops' bodies: what finding one op among many, or a stage's
+// ops, needs.
 func (q *queries) ListOpLinks(ctx context.Context, workspaceID string) ([]OpLink, error) {
 	rows, err := q.q.QueryContext(ctx,
-		"SELECT id, kind, COALESCE(undoes, '') FROM ops WHERE workspace_id = ? ORDER BY created_at, id", workspaceID)
+		"SELECT id, kind, COALESCE(stage_id, ''), COALESCE(undoes, '') FROM ops WHERE workspace_id = ? ORDER BY created_at, id", workspaceID)
 	if err != nil {
 		return nil, fmt.Errorf("list ops of %s: %w", workspaceID, classify(err))
 	}
 	list, err := collect(rows, func(r rowScanner) (OpLink, error) {
 		var l OpLink
-		err := r.Scan(&l.ID, &l.Kind, &l.Undoes)
+		err := r.Scan(&l.ID, &l.Kind, &l.StageID, &l.Undoes)
 		return l, err
 	})
 	if err != nil {

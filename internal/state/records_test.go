@@ -495,7 +495,7 @@ func TestOpLinksReadUndoes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []OpLink{{"op-1", OpApply, ""}, {"op-2", OpUndo, "op-1"}, {"op-3", OpUndo, ""}, {"op-4", OpUndo, "op-2"}}
+	want := []OpLink{{"op-1", OpApply, "tx-1", ""}, {"op-2", OpUndo, "", "op-1"}, {"op-3", OpUndo, "", ""}, {"op-4", OpUndo, "", "op-2"}}
 	if !slices.Equal(got, want) {
 		t.Fatalf("ListOpLinks = %v, want %v", got, want)
 	}
@@ -543,7 +543,7 @@ func TestMigrationFillsUndoes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []OpLink{{"op-1", OpApply, ""}, {"op-2", OpUndo, "op-1"}, {"op-3", OpUndo, ""}, {"op-4", OpUndo, ""}}
+	want := []OpLink{{"op-1", OpApply, "", ""}, {"op-2", OpUndo, "", "op-1"}, {"op-3", OpUndo, "", ""}, {"op-4", OpUndo, "", ""}}
 	if !slices.Equal(got, want) {
 		t.Fatalf("ListOpLinks after the migration = %v, want %v", got, want)
 	}
