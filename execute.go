@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io/fs"
 	"sync"
+	"sync/atomic"
 	"syscall"
 
 	"github.com/wtx-dev/wtx/internal/blob"
@@ -706,11 +707,12 @@ func (x *executor) dropPretemps(recs []journal.Record) bool {
 
 // cleanup removes the pre-images moved aside during execute; it runs once
 // the op is committed (their content is in the blob store). Each directory
-// is opened once, whatever number of pre-images it holds. It reports
-// whether every one is gone and synced; if not, the committed journal is
-// kept so that recovery finishes the cleanup.
+// is opened once, whatever number of pre-images it holds, and a few
+// directories are emptied at once: freeing a file's blocks is the kernel's
+// work, done on as many processors as ask. It reports whether every one is
+// gone and synced; if not, the committed journal is kept so that recovery
+// finishes the cleanup.
 func (x *executor) cleanup() bool {
-	clean := true
 	var order []string
 	byDir := map[string][]*trashItem{}
 	for _, t := range x.trash {
@@ -722,31 +724,42 @@ func (x *executor) cleanup() bool {
 		}
 		byDir[t.dir] = append(byDir[t.dir], t)
 	}
-	for _, dir := range order {
-		d, err := x.root.OpenDir(dir)
-		if err != nil {
-			clean = false
-			continue
+	var left atomic.Bool
+	_ = fsx.Each(len(order), maxWorkers, func(i int) error { // never fails: left says what stayed
+		if !x.emptyTrash(order[i], byDir[order[i]]) {
+			left.Store(true)
 		}
-		for _, t := range byDir[dir] {
-			// A pre-image moved aside is a file or a symlink; a directory
-			// (which unlink refuses) is looked at only then.
-			err := removeOpening(d, t.name, d.Unlink)
-			if err != nil && !errors.Is(err, fs.ErrNotExist) {
-				if st, serr := d.Lstat(t.name); serr == nil && st.Mode.IsDir() {
-					err = removeOpening(d, t.name, d.Rmdir)
-				}
-			}
-			if err != nil && !errors.Is(err, fs.ErrNotExist) {
-				clean = false
-			}
-			failpoint.Hit("apply:cleanup")
-		}
-		d.Close()
-	}
+		return nil
+	})
 	// The removals are durable before the journal goes.
 	if err := syncDirs(x.root, order); err != nil {
 		return false
+	}
+	return !left.Load()
+}
+
+// emptyTrash removes the pre-images items moved aside in dir and reports
+// whether all of them are gone.
+func (x *executor) emptyTrash(dir string, items []*trashItem) bool {
+	d, err := x.root.OpenDir(dir)
+	if err != nil {
+		return false
+	}
+	defer d.Close()
+	clean := true
+	for _, t := range items {
+		// A pre-image moved aside is a file or a symlink; a directory
+		// (which unlink refuses) is looked at only then.
+		err := removeOpening(d, t.name, d.Unlink)
+		if err != nil && !errors.Is(err, fs.ErrNotExist) {
+			if st, serr := d.Lstat(t.name); serr == nil && st.Mode.IsDir() {
+				err = removeOpening(d, t.name, d.Rmdir)
+			}
+		}
+		if err != nil && !errors.Is(err, fs.ErrNotExist) {
+			clean = false
+		}
+		failpoint.Hit("apply:cleanup")
 	}
 	return clean
 }

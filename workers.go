@@ -11,6 +11,10 @@ import (
 // and more than a few at once only queue on the file system's journal.
 const maxWorkers = 8
 
+// queuedJobs is how many jobs may wait for a worker; each may hold an open
+// file.
+const queuedJobs = 16
+
 // workers runs functions on a few goroutines. The first error (or the end
 // of ctx) stops it: later functions are not run, their release is.
 type workers struct {
@@ -24,7 +28,9 @@ type workers struct {
 // startWorkers starts up to n goroutines (at most GOMAXPROCS and
 // maxWorkers, at least one).
 func startWorkers(ctx context.Context, n int) *workers {
-	w := &workers{ctx: ctx, work: make(chan job)}
+	// A few jobs queue, so that the goroutine handing them over and the
+	// workers seldom wait on each other (each wait is a futex call).
+	w := &workers{ctx: ctx, work: make(chan job, queuedJobs)}
 	for range max(1, min(n, runtime.GOMAXPROCS(0), maxWorkers)) {
 		w.wg.Add(1)
 		go func() {
