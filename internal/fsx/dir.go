@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strconv"
 	"sync"
+	"sync/atomic"
 
 	"golang.org/x/sys/unix"
 
@@ -25,6 +26,8 @@ type Dir struct {
 	rel string
 	dev uint64
 	mnt mountRef
+	// listed is set once ReadDir has read fd itself (see ReadDir).
+	listed atomic.Bool
 }
 
 // Close closes the directory handle.
@@ -93,13 +96,19 @@ func (d *Dir) Readlink(name string) (string, error) {
 // "..".
 func (d *Dir) ReadDir() ([]string, error) {
 	failpoint.Tally("readdir")
-	// A fresh open file description, so the offset of d is never shared.
-	// Read with the raw calls: an *os.File would cost a few more system
-	// calls per directory, and a walk opens thousands.
-	fd, err := openAt(d.fd, ".", unix.O_RDONLY|unix.O_DIRECTORY, 0)
-	if err != nil {
-		return nil, &fs.PathError{Op: "openat", Path: d.rel, Err: err}
+	// The first read uses d's own descriptor, whose offset no call has
+	// moved (only ReadDir reads it, and only once this way); any later
+	// or concurrent one reads a fresh open file description, so an offset
+	// is never shared. Read with the raw calls: an *os.File would cost a
+	// few more system calls per directory, and a walk opens thousands.
+	fd, own := d.fd, d.listed.CompareAndSwap(false, true)
+	if !own {
+		var err error
+		if fd, err = openAt(d.fd, ".", unix.O_RDONLY|unix.O_DIRECTORY, 0); err != nil {
+			return nil, &fs.PathError{Op: "openat", Path: d.rel, Err: err}
+		}
 	}
+	var err error
 	bp := direntBufs.Get().(*[]byte)
 	var names []string
 	for {
@@ -114,8 +123,10 @@ func (d *Dir) ReadDir() ([]string, error) {
 		_, _, names = unix.ParseDirent((*bp)[:n], -1, names)
 	}
 	direntBufs.Put(bp)
-	if cerr := unix.Close(fd); err == nil && cerr != nil {
-		err = cerr
+	if !own {
+		if cerr := unix.Close(fd); err == nil && cerr != nil {
+			err = cerr
+		}
 	}
 	if err != nil {
 		return nil, fmt.Errorf("readdir %s: %w", d.rel, err)

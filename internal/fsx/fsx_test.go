@@ -5,12 +5,14 @@ package fsx
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -754,5 +756,38 @@ func TestFIFOContentNeverRead(t *testing.T) {
 	n, err := unix.Read(rfd, buf)
 	if err != nil || !bytes.Equal(buf[:n], []byte("payload")) {
 		t.Errorf("FIFO holds %q, %v; want payload intact", buf[:n], err)
+	}
+}
+
+// TestReadDirConcurrent reads one directory from several goroutines at
+// once: only one of them may use the handle's own offset, so each gets
+// every name, over several reads of the directory.
+func TestReadDirConcurrent(t *testing.T) {
+	f := newFixture(t)
+	var want []string
+	for i := range 3000 { // several getdents calls' worth
+		n := fmt.Sprintf("entry-with-a-longish-name-%05d", i)
+		mustWrite(t, filepath.Join(f.dir, "a", "b", "c", n), "", 0o644)
+		want = append(want, n)
+	}
+	slices.Sort(want)
+	for round := range 5 {
+		d := f.openDir(t, "a/b/c")
+		var wg sync.WaitGroup
+		got := make([][]string, 6)
+		errs := make([]error, 6)
+		for g := range got {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				got[g], errs[g] = d.ReadDir()
+			}()
+		}
+		wg.Wait()
+		for g := range got {
+			if errs[g] != nil || !slices.Equal(got[g], want) {
+				t.Fatalf("round %d, reader %d: %d names, %v; want %d", round, g, len(got[g]), errs[g], len(want))
+			}
+		}
 	}
 }
