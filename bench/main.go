@@ -3,7 +3,8 @@
 // same tree, so that the ratios hold on any machine.
 //
 // Run it from the module root (Linux; it needs sh, cp, xargs, rm and sync,
-// git for the change-scan baselines, and strace for the syscall count):
+// git for the change-scan baselines, and strace, better with perf, for the
+// syscall count):
 //
 //	go run ./bench                        # 20,000-file synthetic tree, 3 runs
 //	go run ./bench -files 50000 -runs 5
@@ -50,8 +51,12 @@
 //   - durable apply, N new: a stage that copied a package-like tree of
 //     -pkgfiles small files into the workspace; baseline 'cp -a' of it
 //     into the copy and 'sync'; its undo against 'rm -rf' of it and 'sync'.
-//   - syscalls per changed file: 'strace -c -f' of the apply of 1,000
-//     modified files (not measured without strace).
+//   - syscalls per changed file: the apply of 1,000 modified files counted
+//     by the kernel's tracepoint ('perf stat -e raw_syscalls:sys_enter',
+//     where perf can read it: tracefs mounted at /sys/kernel/tracing),
+//     and under 'strace -c -f' for the calls by name (not measured
+//     without strace). strace holds the process at every call, which
+//     multiplies the Go runtime's own scheduling calls.
 //   - with dirty data: -dirty bytes of unrelated data written (not synced)
 //     on the scratch filesystem just before 'wtx run -- true' and a
 //     1,000-file apply, against the same command without it.

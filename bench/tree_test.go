@@ -185,3 +185,22 @@ func TestStraceCounts(t *testing.T) {
 		t.Fatal("a summary without a total was read")
 	}
 }
+
+func TestPerfCount(t *testing.T) {
+	for _, c := range []struct {
+		csv  string
+		want int64
+		ok   bool
+	}{
+		{"# started on Sun Dec  6 07:00:00 2026\n\n49825,,raw_syscalls:sys_enter,1003,100.00,,\n", 49825, true},
+		{"<not counted>,,raw_syscalls:sys_enter,0,100.00,,\n", 0, false},
+		{"<not supported>,,raw_syscalls:sys_enter,0,100.00,,\n", 0, false},
+		{"12,,syscalls:sys_enter_futex,1,100.00,,\n", 0, false},
+		{"", 0, false},
+	} {
+		got, ok := perfCount([]byte(c.csv), "raw_syscalls:sys_enter")
+		if got != c.want || ok != c.ok {
+			t.Errorf("perfCount(%q) = %d, %v; want %d, %v", c.csv, got, ok, c.want, c.ok)
+		}
+	}
+}
