@@ -9,6 +9,8 @@ import (
 	"sync/atomic"
 	"syscall"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/wtx-dev/wtx/internal/blob"
 	"github.com/wtx-dev/wtx/internal/failpoint"
 	"github.com/wtx-dev/wtx/internal/fsx"
@@ -106,6 +108,7 @@ func (x *executor) records(opID string, steps []tree.Step) []journal.Record {
 func (x *executor) execute(ctx context.Context, recs []journal.Record) (err error) {
 	var undo []func() error
 	touched := map[string]bool{}
+	var inPlace []string // "dir\x00name" of the files a chmod changed
 	defer func() {
 		if err == nil {
 			return
@@ -155,21 +158,26 @@ func (x *executor) execute(ctx context.Context, recs []journal.Record) (err erro
 			undo = append(undo, u)
 		}
 		touched[tree.Parent(st.Path)] = true
-		if st.Kind == tree.StepMkdir {
-			touched[st.Path] = true
+		switch st.Kind {
+		case tree.StepMkdir, tree.StepDirPerm:
+			touched[st.Path] = true // its entries, or its mode
+		case tree.StepChmod:
+			inPlace = append(inPlace, tree.Parent(st.Path)+"\x00"+tree.Base(st.Path))
 		}
 	}
 	if err := x.land(ctx); err != nil {
 		return err
 	}
-	// Barrier: every touched directory is synced before success is told.
+	// Barrier: every touched directory, and every file whose mode changed
+	// in place, is synced before success is told. A directory's fsync
+	// carries its entries and its own mode, not its files' modes.
 	dirs := make([]string, 0, len(touched))
 	for d := range touched {
 		if !x.rmdirs[d] {
 			dirs = append(dirs, d)
 		}
 	}
-	if err := syncDirs(x.root, dirs); err != nil {
+	if err := syncAll(x.root, inPlace, dirs); err != nil {
 		return AsError(fmt.Errorf("sync the workspace: %w", err))
 	}
 	return nil
@@ -887,21 +895,47 @@ func syncAll(root *fsx.Root, files, dirs []string) error {
 			return err
 		}
 	}
+	// An object whose mode denies this process reading it cannot be
+	// opened to be synced: the whole file system is, once, instead.
+	var closed atomic.Bool
+	denied := func(err error) error {
+		if errors.Is(err, fs.ErrPermission) {
+			closed.Store(true)
+			return nil
+		}
+		return err
+	}
 	err := fsx.Each(len(files), syncPar, func(i int) error {
 		dir, name, _ := cutNUL(files[i])
-		return syncFileIn(root, dir, name)
+		return denied(syncFileIn(root, dir, name))
 	})
 	if err != nil {
 		return err
 	}
-	return fsx.Each(len(dirs), syncPar, func(i int) error {
+	err = fsx.Each(len(dirs), syncPar, func(i int) error {
 		d, err := root.OpenDir(dirs[i])
 		if err != nil {
-			return err
+			return denied(err)
 		}
 		defer d.Close()
 		return d.Sync()
 	})
+	if err != nil || !closed.Load() {
+		return err
+	}
+	return syncEverything(root)
+}
+
+// syncEverything makes everything written on the workspace's file system
+// durable: syncfs where there is one, else sync(2), which on some systems
+// only starts the writes (there, an object this process cannot open is
+// synced as well as the system allows).
+func syncEverything(root *fsx.Root) error {
+	if done, err := syncFS(root); done {
+		return err
+	}
+	unix.Sync()
+	return nil
 }
 
 func cutNUL(s string) (string, string, bool) {

@@ -360,7 +360,9 @@ func reclose(root *fsx.Root, recs []journal.Record) []error {
 		}
 		cur, err := d.Perm()
 		if err == nil && cur.Perm() != want && cur.Perm()&^0o300 == want&^0o300 {
-			err = d.SetPerm(cur&^fs.ModePerm | want)
+			if err = d.SetPerm(cur&^fs.ModePerm | want); err == nil {
+				err = d.Sync() // before the journal goes
+			}
 		}
 		d.Close()
 		if err != nil {
@@ -527,10 +529,47 @@ func (rb *rollbacker) finishDir(d *fsx.Dir, recs []journal.Record) []error {
 		slices.Sort(left)
 		errs = append(errs, fmt.Errorf("temporary names left in %s: %v", quote.Path(d.Rel()), left))
 	}
+	// A mode put back in place is the object's own change: its parent's
+	// fsync does not carry it.
+	for _, r := range recs {
+		if r.Step.Kind == tree.StepChmod || r.Step.Kind == tree.StepDirPerm {
+			if err := rb.syncObject(d, tree.Base(r.Step.Path), r.Step.Kind == tree.StepDirPerm); err != nil {
+				errs = append(errs, fmt.Errorf("%s: %w", quote.Path(r.Step.Path), err))
+			}
+		}
+	}
 	if err := d.Sync(); err != nil {
 		errs = append(errs, err)
 	}
 	return errs
+}
+
+// syncObject makes the inode at name in d durable, a directory when dir:
+// an fsync of it, or where its mode denies this process opening it, of
+// the whole file system. A name gone or of another type since is left:
+// the rollback reports what it found there.
+func (rb *rollbacker) syncObject(d *fsx.Dir, name string, dir bool) error {
+	var err error
+	if dir {
+		var sub *fsx.Dir
+		if sub, err = d.OpenDir(name); err == nil {
+			err = sub.Sync()
+			sub.Close()
+		}
+	} else {
+		var f *os.File
+		if f, err = d.OpenFile(name); err == nil {
+			err = fsx.SyncFile(f)
+			_ = f.Close() // read-only
+		}
+	}
+	switch {
+	case errors.Is(err, fs.ErrPermission):
+		return syncEverything(rb.root)
+	case gone(err), errors.Is(err, fsx.ErrNotDir), errors.Is(err, fsx.ErrSymlink), errors.Is(err, syscall.ENOTDIR), errors.Is(err, syscall.ELOOP):
+		return nil
+	}
+	return err
 }
 
 // recordsByDir groups recs by the directory of their path, directories in
