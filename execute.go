@@ -779,7 +779,15 @@ func (x *executor) emptyTrash(dir string, items []*trashItem) bool {
 // mode back after it. (A crash in between leaves those bits; the recovery
 // that finishes the op puts the mode its journal recorded back.)
 func removeOpening(d *fsx.Dir, name string, remove func(string) error) error {
-	err := remove(name)
+	return opening(d, func() error { return remove(name) })
+}
+
+// opening runs change, a change of d's entries; when d's mode refuses it
+// for want of the owner's write and search bits (a directory an op closed),
+// it runs it again with those bits added for the while, and puts d's mode
+// back after it.
+func opening(d *fsx.Dir, change func() error) error {
+	err := change()
 	if !errors.Is(err, fs.ErrPermission) || failpoint.Disabled("open-to-clean") {
 		return err
 	}
@@ -790,7 +798,7 @@ func removeOpening(d *fsx.Dir, name string, remove func(string) error) error {
 	if err := d.SetPerm(perm | 0o300); err != nil {
 		return err
 	}
-	err = remove(name)
+	err = change()
 	return errors.Join(err, d.SetPerm(perm))
 }
 

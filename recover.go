@@ -756,7 +756,7 @@ func (rb *rollbacker) undo(r journal.Record, orig *tree.Entry) (*Conflict, error
 			return nil, nil
 		}
 		if cur.Type == tree.Dir {
-			err := d.Rmdir(name)
+			err := opening(d, func() error { return d.Rmdir(name) })
 			switch {
 			case err == nil || errors.Is(err, fs.ErrNotExist):
 				return nil, nil
@@ -767,7 +767,7 @@ func (rb *rollbacker) undo(r journal.Record, orig *tree.Entry) (*Conflict, error
 		}
 	case tree.StepRmdir:
 		if !found {
-			if err := d.Mkdir(name, fs.FileMode(st.Old.Perm)); err != nil {
+			if err := opening(d, func() error { return d.Mkdir(name, fs.FileMode(st.Old.Perm)) }); err != nil {
 				if errors.Is(err, fs.ErrExist) {
 					return &Conflict{Path: st.Path, Kind: "created", Detail: err.Error()}, nil
 				}
@@ -788,7 +788,7 @@ func (rb *rollbacker) undo(r journal.Record, orig *tree.Entry) (*Conflict, error
 		// Moved aside and still there?
 		tst, err := d.Lstat(r.Tmp)
 		if err == nil && tst.Ino == r.Ident.Ino {
-			if err := d.RenameNoReplace(r.Tmp, d, name); err != nil {
+			if err := opening(d, func() error { return d.RenameNoReplace(r.Tmp, d, name) }); err != nil {
 				if errors.Is(err, fs.ErrExist) {
 					return &Conflict{Path: st.Path, Kind: "created", Detail: err.Error()}, nil
 				}
@@ -812,7 +812,7 @@ func (rb *rollbacker) undo(r journal.Record, orig *tree.Entry) (*Conflict, error
 		case st.Old == nil && !found:
 			return nil, removeNames(d, temps)
 		case st.Old == nil && tree.SameContent(cur, st.New):
-			if err := d.Unlink(name); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			if err := removeOpening(d, name, d.Unlink); err != nil && !errors.Is(err, fs.ErrNotExist) {
 				return nil, fmt.Errorf("remove what the apply added: %w", err)
 			}
 			return nil, removeNames(d, temps)
@@ -825,17 +825,17 @@ func (rb *rollbacker) undo(r journal.Record, orig *tree.Entry) (*Conflict, error
 					return nil, fmt.Errorf("look for the displaced pre-image: %w", err)
 				}
 				if err == nil && tst.Ino == r.Ident.Ino {
-					if err := d.Exchange(t, d, name); err != nil {
+					if err := opening(d, func() error { return d.Exchange(t, d, name) }); err != nil {
 						return nil, fmt.Errorf("exchange the pre-image back: %w", err)
 					}
-					if err := d.Unlink(t); err != nil && !errors.Is(err, fs.ErrNotExist) {
+					if err := removeOpening(d, t, d.Unlink); err != nil && !errors.Is(err, fs.ErrNotExist) {
 						return nil, fmt.Errorf("remove the post-image: %w", err)
 					}
 					return nil, nil
 				}
 			}
 			// The displaced pre-image is gone: rebuild it from the blob store.
-			if err := d.Unlink(name); err != nil {
+			if err := removeOpening(d, name, d.Unlink); err != nil {
 				return nil, fmt.Errorf("remove the post-image: %w", err)
 			}
 			if err := rb.restore(d, name, st.Old); err != nil {
@@ -849,7 +849,7 @@ func (rb *rollbacker) undo(r journal.Record, orig *tree.Entry) (*Conflict, error
 					return nil, fmt.Errorf("look for the displaced pre-image: %w", err)
 				}
 				if err == nil && tst.Ino == r.Ident.Ino {
-					if err := d.RenameNoReplace(t, d, name); err != nil {
+					if err := opening(d, func() error { return d.RenameNoReplace(t, d, name) }); err != nil {
 						if errors.Is(err, fs.ErrExist) {
 							return &Conflict{Path: st.Path, Kind: "created", Detail: err.Error()}, nil
 						}
@@ -869,7 +869,9 @@ func (rb *rollbacker) undo(r journal.Record, orig *tree.Entry) (*Conflict, error
 }
 
 func (rb *rollbacker) restore(d *fsx.Dir, name string, old *tree.Entry) error {
-	return restoreEntry(rb.w.blobs, d, name, old)
+	// The directory may be one the op closed (its owner's write bit off):
+	// it is opened for the while, as for the cleanup's removals.
+	return opening(d, func() error { return restoreEntry(rb.w.blobs, d, name, old) })
 }
 
 // unlinkTemp removes the moved-aside pre-image tmp if it is still the
@@ -885,7 +887,7 @@ func (rb *rollbacker) unlinkTemp(d *fsx.Dir, tmp string, ident tree.Stat) error 
 	if st.Ino != ident.Ino {
 		return nil
 	}
-	if err := d.Unlink(tmp); err != nil && !errors.Is(err, fs.ErrNotExist) {
+	if err := removeOpening(d, tmp, d.Unlink); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return fmt.Errorf("remove the moved-aside pre-image: %w", err)
 	}
 	return nil

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -47,8 +48,20 @@ func scratch(t testing.TB) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
+	t.Cleanup(func() { _ = removeTree(dir) }) // scratch under /dev/shm: best effort
 	return dir
+}
+
+// removeTree removes the tree at p, directories an op closed to their
+// owner (read-only) included: an ordinary user cannot empty those.
+func removeTree(p string) error {
+	_ = filepath.WalkDir(p, func(q string, d fs.DirEntry, err error) error {
+		if err == nil && d.IsDir() {
+			_ = os.Chmod(q, 0o700) // what stays fails RemoveAll below
+		}
+		return nil
+	})
+	return os.RemoveAll(p)
 }
 
 // result is the outcome of one wtx invocation.
@@ -203,7 +216,7 @@ func (f *fixture) runScript(script string) string {
 func (f *fixture) save() {
 	f.t.Helper()
 	for _, p := range [][2]string{{f.ws, f.tmplWS}, {f.st, f.tmplST}} {
-		if err := os.RemoveAll(p[1]); err != nil {
+		if err := removeTree(p[1]); err != nil {
 			f.t.Fatal(err)
 		}
 		if err := wtxtest.CopyTree(p[0], p[1]); err != nil {
@@ -216,7 +229,7 @@ func (f *fixture) save() {
 func (f *fixture) restore() {
 	f.t.Helper()
 	for _, p := range [][2]string{{f.tmplWS, f.ws}, {f.tmplST, f.st}} {
-		if err := os.RemoveAll(p[1]); err != nil {
+		if err := removeTree(p[1]); err != nil {
 			f.t.Fatal(err)
 		}
 		if err := wtxtest.CopyTree(p[0], p[1]); err != nil {

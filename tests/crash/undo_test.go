@@ -198,41 +198,67 @@ func TestTX_007_UndoRefusesWithoutEffect(t *testing.T) {
 func TestTX_007_UndoIsCrashAtomic(t *testing.T) {
 	crashes := 0
 	for _, f := range promiseFixtures(t)[:3] {
-		op := applied(t, f)
-		f.save()
-		names, r := f.points(nil, "undo", op)
-		if r.code != 0 || f.snapshot() != f.before {
-			t.Fatalf("uncrashed undo: %v", r)
-		}
-		commit := committedAt(names, "apply:committed")
-		for k := 1; k <= len(names); k++ {
-			f.restore()
-			r := f.wtx(fp(k), "undo", op)
-			if !r.killed {
-				t.Fatalf("point %d (%s) did not kill the undo: %v", k, names[k-1], r)
-			}
-			crashes++
-			want, side := f.after, "pre-undo"
-			if k >= commit {
-				want, side = f.before, "post-undo"
-			}
-			label := fmt.Sprintf("undo killed at %d/%d (%s), want the %s image", k, len(names), names[k-1], side)
-			var v []string
-			if rr := f.wtx(nil, "list"); rr.code != 0 {
-				v = append(v, fmt.Sprintf("%s: recovery: %v", label, rr))
-			}
-			v = append(v, f.settled(label, want)...)
-			rr := f.wtx(nil, "--json", "undo", op)
-			if rr.code != 0 && !strings.Contains(rr.stdout, "already") {
-				v = append(v, fmt.Sprintf("%s: undo again: %v", label, rr))
-			}
-			v = append(v, f.settled(label+", undone again", f.before)...)
-			if len(v) > 0 {
-				t.Errorf("%s\nscript:\n%s", strings.Join(v, "\n"), f.script)
-			}
-		}
+		crashes += undoCrashes(t, f)
 	}
 	t.Logf("undo crash atomicity: %d crash points, all recovered to one side", crashes)
+}
+
+// TestTX_007_UndoOfClosedDirectoriesIsCrashAtomic is the same for an op
+// that made a directory, wrote into it and closed it and its parent to
+// their owner (mode 0555): rolling back its killed undo puts the file back
+// into the closed directory, which an ordinary user can do only by
+// opening it for the while.
+func TestTX_007_UndoOfClosedDirectoriesIsCrashAtomic(t *testing.T) {
+	f := newFixedFixture(t, func(ws string) {
+		if err := os.Mkdir(filepath.Join(ws, "r"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(ws, "r", "f"), []byte("o\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}, "echo M > r/f; mkdir r/new; echo z > r/new/z; chmod 0555 r/new; chmod 0555 r")
+	t.Logf("undo of closed directories: %d crash points, all recovered to one side", undoCrashes(t, f))
+}
+
+// undoCrashes applies f's stage, then kills its undo at every crash point
+// in turn, each from the applied state: recovery must leave the applied
+// state before the commit marker and the undone one after it, and an undo
+// run again must then leave the undone state. It returns the points.
+func undoCrashes(t *testing.T, f *fixture) int {
+	t.Helper()
+	op := applied(t, f)
+	f.save()
+	names, r := f.points(nil, "undo", op)
+	if r.code != 0 || f.snapshot() != f.before {
+		t.Fatalf("uncrashed undo: %v", r)
+	}
+	commit := committedAt(names, "apply:committed")
+	for k := 1; k <= len(names); k++ {
+		f.restore()
+		r := f.wtx(fp(k), "undo", op)
+		if !r.killed {
+			t.Fatalf("point %d (%s) did not kill the undo: %v", k, names[k-1], r)
+		}
+		want, side := f.after, "pre-undo"
+		if k >= commit {
+			want, side = f.before, "post-undo"
+		}
+		label := fmt.Sprintf("undo killed at %d/%d (%s), want the %s image", k, len(names), names[k-1], side)
+		var v []string
+		if rr := f.wtx(nil, "list"); rr.code != 0 {
+			v = append(v, fmt.Sprintf("%s: recovery: %v", label, rr))
+		}
+		v = append(v, f.settled(label, want)...)
+		rr := f.wtx(nil, "--json", "undo", op)
+		if rr.code != 0 && !strings.Contains(rr.stdout, "already") {
+			v = append(v, fmt.Sprintf("%s: undo again: %v", label, rr))
+		}
+		v = append(v, f.settled(label+", undone again", f.before)...)
+		if len(v) > 0 {
+			t.Errorf("%s\nscript:\n%s", strings.Join(v, "\n"), f.script)
+		}
+	}
+	return len(names)
 }
 
 // withoutTemps drops the lines of wtx's temporary names from a snapshot.
