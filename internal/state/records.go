@@ -333,8 +333,10 @@ func (q *queries) InsertOp(ctx context.Context, o Op) error {
 	if err != nil {
 		return fmt.Errorf("insert op %s: %w", o.ID, err)
 	}
-	_, err = q.q.ExecContext(ctx, `INSERT INTO ops (id, workspace_id, stage_id, kind, state, created_at, body, undoes)
-		VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, `+undoesOf(7)+`)`,
+	// The undoes column is the schema's to fill (migration 007's
+	// triggers), for whichever program writes the row.
+	_, err = q.q.ExecContext(ctx, `INSERT INTO ops (id, workspace_id, stage_id, kind, state, created_at, body)
+		VALUES (?, ?, ?, ?, ?, ?, ?)`,
 		o.ID, o.WorkspaceID, nullable(o.StageID), o.Kind, o.State, formatTime(o.CreatedAt), body)
 	if err != nil {
 		return fmt.Errorf("insert op %s: %w", o.ID, classify(err))
@@ -352,7 +354,7 @@ func (q *queries) UpdateOp(ctx context.Context, o Op) error {
 	if err != nil {
 		return fmt.Errorf("update op %s: %w", o.ID, err)
 	}
-	res, err := q.q.ExecContext(ctx, "UPDATE ops SET state = ?1, body = ?2, undoes = "+undoesOf(2)+" WHERE id = ?3", o.State, body, o.ID)
+	res, err := q.q.ExecContext(ctx, "UPDATE ops SET state = ?, body = ? WHERE id = ?", o.State, body, o.ID)
 	if err != nil {
 		return fmt.Errorf("update op %s: %w", o.ID, classify(err))
 	}
@@ -365,14 +367,6 @@ func (q *queries) UpdateOp(ctx context.Context, o Op) error {
 }
 
 const opColumns = "id, workspace_id, stage_id, kind, state, created_at, body"
-
-// undoesOf is the SQL of the undoes column from the body bound as the
-// statement's parameter n: the op the body's "undoes" names, NULL when it
-// names none. Kept beside the body so that listing the links of a
-// workspace's ops never parses the bodies.
-func undoesOf(n int) string {
-	return fmt.Sprintf("NULLIF(json_extract(?%d, '$.undoes'), '')", n)
-}
 
 func scanOp(r rowScanner) (Op, error) {
 	var o Op

@@ -547,4 +547,61 @@ func TestMigrationFillsUndoes(t *testing.T) {
 	if !slices.Equal(got, want) {
 		t.Fatalf("ListOpLinks after the migration = %v, want %v", got, want)
 	}
+	// A wtx that opened the database before the migration still writes
+	// ops without the column, and rewrites bodies: the schema fills it.
+	if _, err := db.pool.ExecContext(ctx, "INSERT INTO ops (id, workspace_id, kind, state, created_at, body) VALUES ('op-5', ?, 'undo', 'committed', ?, '{\"undoes\":\"op-4\"}')",
+		ws, formatTime(t0.Add(2*time.Hour))); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.pool.ExecContext(ctx, "UPDATE ops SET body = '{\"undoes\":\"op-3\"}' WHERE id = 'op-4'"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.pool.ExecContext(ctx, "UPDATE ops SET body = '{\"paths\":[]}' WHERE id = 'op-2'"); err != nil {
+		t.Fatal(err)
+	}
+	if got, err = db.ListOpLinks(ctx, ws); err != nil {
+		t.Fatal(err)
+	}
+	want = []OpLink{{"op-1", OpApply, "", ""}, {"op-2", OpUndo, "", ""}, {"op-3", OpUndo, "", ""}, {"op-4", OpUndo, "", "op-3"}, {"op-5", OpUndo, "", "op-4"}}
+	if !slices.Equal(got, want) {
+		t.Fatalf("ListOpLinks after writes that set no undoes column = %v, want %v", got, want)
+	}
+}
+
+// TestMigrationFillsUndoesWrittenMeanwhile: an undo written without the
+// column between migrations 006 and 007 (by a process that opened the
+// database before 006) gets it from 007.
+func TestMigrationFillsUndoesWrittenMeanwhile(t *testing.T) {
+	ctx := context.Background()
+	ms, err := loadMigrations()
+	if err != nil {
+		t.Fatal(err)
+	}
+	i := slices.IndexFunc(ms, func(m migration) bool { return m.name == "007_op_undoes_triggers.sql" })
+	if i < 0 {
+		t.Fatal("no migration 007_op_undoes_triggers.sql")
+	}
+	path := filepath.Join(t.TempDir(), "state.db")
+	old, err := open(ctx, path, ms[:i])
+	if err != nil {
+		t.Fatal(err)
+	}
+	ws := seed(t, old, "ws")
+	if _, err := old.pool.ExecContext(ctx, "INSERT INTO ops (id, workspace_id, kind, state, created_at, body) VALUES ('op-1', ?, 'undo', 'committed', ?, '{\"undoes\":\"op-0\"}')",
+		ws, formatTime(t0)); err != nil {
+		t.Fatal(err)
+	}
+	old.Close()
+	db, err := Open(ctx, path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	got, err := db.ListOpLinks(ctx, ws)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []OpLink{{"op-1", OpUndo, "", "op-0"}}; !slices.Equal(got, want) {
+		t.Fatalf("ListOpLinks = %v, want %v", got, want)
+	}
 }
