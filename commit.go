@@ -89,13 +89,13 @@ func (w *Workspace) commitOp(ctx context.Context, x *executor, rec *opRecord, ch
 	}
 	clean := x.cleanup()
 	if err := w.recordOp(ctx, *rec); err != nil {
-		return err
+		return landed(rec, "recording it", err)
 	}
 	failpoint.Hit("apply:recorded")
 	if settle != nil {
 		if err := settle(); err != nil {
 			// The journal stays: recovery settles the stage.
-			return err
+			return landed(rec, "settling its stage", err)
 		}
 	}
 	failpoint.Hit("apply:settled")
@@ -105,10 +105,20 @@ func (w *Workspace) commitOp(ctx context.Context, x *executor, rec *opRecord, ch
 		return nil
 	}
 	if err := journal.Remove(w.journalDir(), rec.Op.ID); err != nil {
-		return AsError(err)
+		return landed(rec, "removing its journal", err)
 	}
 	failpoint.Hit("apply:done")
 	return nil
+}
+
+// landed is the error of a step after the commit marker: the op is in the
+// workspace, and the journal it keeps lets the next command's recovery
+// finish what failed. The code stays the cause's.
+func landed(rec *opRecord, what string, err error) error {
+	e := *AsError(err)
+	e.Message = fmt.Sprintf("%s %s landed in the workspace, but %s failed (%s); the next wtx command finishes it", rec.Op.Kind, rec.Op.ID, what, e.Error())
+	e.Err = err
+	return &e
 }
 
 // recordOp inserts the op and its receipt unless they are already there.

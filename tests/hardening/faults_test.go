@@ -240,6 +240,10 @@ func TestFsyncErrorNeverTrusted(t *testing.T) {
 				t.Errorf("%s: %s-image after recovery", what, img)
 			}
 		} else {
+			// Past the marker the op happened: a failure must say so.
+			if code != 0 && !strings.Contains(out, "landed in the workspace") {
+				t.Errorf("%s after the commit marker: the failure does not say the apply landed\n%s", what, out)
+			}
 			f.settle(what, true)
 		}
 	}
