@@ -333,7 +333,7 @@ func (q *queries) InsertOp(ctx context.Context, o Op) error {
 	if err != nil {
 		return fmt.Errorf("insert op %s: %w", o.ID, err)
 	}
-	// The undoes column is the schema's to fill (migration 007's
+	// The op_undoes table is the schema's to keep (migration 006's
 	// triggers), for whichever program writes the row.
 	_, err = q.q.ExecContext(ctx, `INSERT INTO ops (id, workspace_id, stage_id, kind, state, created_at, body)
 		VALUES (?, ?, ?, ?, ?, ?, ?)`,
@@ -423,7 +423,8 @@ type OpLink struct {
 // ops, needs.
 func (q *queries) ListOpLinks(ctx context.Context, workspaceID string) ([]OpLink, error) {
 	rows, err := q.q.QueryContext(ctx,
-		"SELECT id, kind, COALESCE(stage_id, ''), COALESCE(undoes, '') FROM ops WHERE workspace_id = ? ORDER BY created_at, id", workspaceID)
+		"SELECT o.id, o.kind, COALESCE(o.stage_id, ''), COALESCE(u.undoes, '') FROM ops o LEFT JOIN op_undoes u ON u.op_id = o.id "+
+			"WHERE o.workspace_id = ? ORDER BY o.created_at, o.id", workspaceID)
 	if err != nil {
 		return nil, fmt.Errorf("list ops of %s: %w", workspaceID, classify(err))
 	}
