@@ -885,11 +885,6 @@ func syncDirs(root *fsx.Root, dirs []string) error { return syncAll(root, nil, d
 // syncFiles makes the content of files durable (see syncAll).
 func syncFiles(root *fsx.Root, files []string) error { return syncAll(root, files, nil) }
 
-// syncPar bounds the fsyncs in flight when each file is synced: they wait
-// on the disk, not the CPU, and a file system folds concurrent ones into
-// fewer journal commits.
-const syncPar = 16
-
 // syncAll makes the content of files (each "dir\x00name") and the entries
 // of dirs durable: one syncfs of the workspace's filesystem while little
 // else is dirty (fsx.BulkSync), else an fsync of each file, then of each
@@ -913,14 +908,14 @@ func syncAll(root *fsx.Root, files, dirs []string) error {
 		}
 		return err
 	}
-	err := fsx.Each(len(files), syncPar, func(i int) error {
+	err := fsx.Each(len(files), fsx.SyncInFlight, func(i int) error {
 		dir, name, _ := cutNUL(files[i])
 		return denied(syncFileIn(root, dir, name))
 	})
 	if err != nil {
 		return err
 	}
-	err = fsx.Each(len(dirs), syncPar, func(i int) error {
+	err = fsx.Each(len(dirs), fsx.SyncInFlight, func(i int) error {
 		d, err := root.OpenDir(dirs[i])
 		if err != nil {
 			return denied(err)
@@ -961,11 +956,24 @@ func syncFileIn(root *fsx.Root, dir, name string) error {
 		return err
 	}
 	defer d.Close()
+	return syncEntry(d, name, false)
+}
+
+// syncEntry fsyncs the file, or with dir the directory, name in d.
+func syncEntry(d *fsx.Dir, name string, dir bool) error {
+	if dir {
+		sub, err := d.OpenDir(name)
+		if err != nil {
+			return err
+		}
+		defer sub.Close()
+		return sub.Sync()
+	}
 	f, err := d.OpenFile(name)
 	if err != nil {
 		return err
 	}
-	defer f.Close()
+	defer f.Close() // read-only
 	return fsx.SyncFile(f)
 }
 

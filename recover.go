@@ -549,20 +549,7 @@ func (rb *rollbacker) finishDir(d *fsx.Dir, recs []journal.Record) []error {
 // the whole file system. A name gone or of another type since is left:
 // the rollback reports what it found there.
 func (rb *rollbacker) syncObject(d *fsx.Dir, name string, dir bool) error {
-	var err error
-	if dir {
-		var sub *fsx.Dir
-		if sub, err = d.OpenDir(name); err == nil {
-			err = sub.Sync()
-			sub.Close()
-		}
-	} else {
-		var f *os.File
-		if f, err = d.OpenFile(name); err == nil {
-			err = fsx.SyncFile(f)
-			_ = f.Close() // read-only
-		}
-	}
+	err := syncEntry(d, name, dir)
 	switch {
 	case errors.Is(err, fs.ErrPermission):
 		return syncEverything(rb.root)

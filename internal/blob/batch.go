@@ -166,7 +166,7 @@ func (b *Batch) Commit() (err error) {
 		}
 	}
 	if !bulk {
-		err := fsx.Each(len(b.pending), syncPar, func(i int) error {
+		err := fsx.Each(len(b.pending), fsx.SyncInFlight, func(i int) error {
 			if err := syncPath(b.pending[i].tmp); err != nil {
 				return fmt.Errorf("commit blob %s: %w", b.pending[i].d, err)
 			}
@@ -204,7 +204,7 @@ func (b *Batch) Commit() (err error) {
 		for d := range dirs {
 			list = append(list, d)
 		}
-		err := fsx.Each(len(list), syncPar, func(i int) error {
+		err := fsx.Each(len(list), fsx.SyncInFlight, func(i int) error {
 			if err := syncDir(list[i]); err != nil {
 				return fmt.Errorf("commit blobs: %w", err)
 			}
@@ -217,11 +217,6 @@ func (b *Batch) Commit() (err error) {
 	b.pending = nil
 	return nil
 }
-
-// syncPar bounds the fsyncs in flight when each object is synced: they
-// wait on the disk, and a file system folds concurrent ones into fewer
-// journal commits.
-const syncPar = 16
 
 // Abort removes the batch's temporary files; nothing of it is stored.
 func (b *Batch) Abort() {

@@ -5,6 +5,11 @@ import (
 	"sync/atomic"
 )
 
+// SyncInFlight is how many fsyncs a batch of them keeps in flight (see
+// Each): they wait on the disk, not the processor, and a file system folds
+// concurrent ones into fewer journal commits.
+const SyncInFlight = 16
+
 // Each runs fn(i) for every i in [0, n) on up to par goroutines (at least
 // one) and returns the first error; once one call fails no later i is
 // started. It is for system calls that wait on the disk, such as a batch of

@@ -40,42 +40,19 @@ func cycles(pr, soak int) int {
 }
 
 func TestL3_PowerLossXFS(t *testing.T) {
-	fsys := wtxtest.NewLoopFS(t, "xfs", 320, xfsArgs, "")
-	h := newHarness(t, fsys, nil)
-	n := cycles(60, 2000)
-	st := h.run(n, false)
-	t.Logf("xfs: %d cycles (%d crashed at a failpoint, %d acknowledged then shut down), %d violations",
-		st.cycles, st.crashed, st.acked, len(st.violations))
-	for _, v := range st.violations {
-		t.Error(v)
-	}
+	powerLoss(t, "xfs", wtxtest.NewLoopFS(t, "xfs", 320, xfsArgs, ""), nil, false, cycles(60, 2000))
 }
 
 func TestL3_PowerLossExt4NoAutoDaAlloc(t *testing.T) {
-	fsys := wtxtest.NewLoopFS(t, "ext4", 128, nil, "noauto_da_alloc")
-	h := newHarness(t, fsys, nil)
-	n := cycles(60, 2000)
-	st := h.run(n, false)
-	t.Logf("ext4 (noauto_da_alloc): %d cycles (%d crashed at a failpoint, %d acknowledged then shut down), %d violations",
-		st.cycles, st.crashed, st.acked, len(st.violations))
-	for _, v := range st.violations {
-		t.Error(v)
-	}
+	powerLoss(t, "ext4 (noauto_da_alloc)", wtxtest.NewLoopFS(t, "ext4", 128, nil, "noauto_da_alloc"), nil, false, cycles(60, 2000))
 }
 
 // TestL3_PowerLossXFSEachFile runs the XFS cycles with syncfs switched
 // off: wtx then syncs each file and directory, as it does when much else
 // is dirty in the page cache (fsx.BulkSync) and where there is no syncfs.
 func TestL3_PowerLossXFSEachFile(t *testing.T) {
-	fsys := wtxtest.NewLoopFS(t, "xfs", 320, xfsArgs, "")
-	h := newHarness(t, fsys, []string{"WTX_DISABLE=syncfs"})
-	n := cycles(40, 2000)
-	st := h.run(n, false)
-	t.Logf("xfs, each file synced: %d cycles (%d crashed at a failpoint, %d acknowledged then shut down), %d violations",
-		st.cycles, st.crashed, st.acked, len(st.violations))
-	for _, v := range st.violations {
-		t.Error(v)
-	}
+	powerLoss(t, "xfs, each file synced", wtxtest.NewLoopFS(t, "xfs", 320, xfsArgs, ""),
+		[]string{"WTX_DISABLE=syncfs"}, false, cycles(40, 2000))
 }
 
 // TestL3_PowerLossXFSEachFileStateElsewhere is the per-file path with the
@@ -83,13 +60,21 @@ func TestL3_PowerLossXFSEachFile(t *testing.T) {
 // workspace's file system (the journal's removal, the database) can carry
 // a change the apply made in place, a mode, to the disk with it.
 func TestL3_PowerLossXFSEachFileStateElsewhere(t *testing.T) {
-	fsys := wtxtest.NewLoopFS(t, "xfs", 320, xfsArgs, "")
-	h := newHarness(t, fsys, []string{"WTX_DISABLE=syncfs"})
-	h.state = t.TempDir()
-	n := cycles(40, 2000)
+	powerLoss(t, "xfs, each file synced, state elsewhere", wtxtest.NewLoopFS(t, "xfs", 320, xfsArgs, ""),
+		[]string{"WTX_DISABLE=syncfs"}, true, cycles(40, 2000))
+}
+
+// powerLoss runs n cycles on fsys with env for every wtx (the state
+// directory on another file system with stateElsewhere), and reports
+// every violation.
+func powerLoss(t *testing.T, label string, fsys *wtxtest.LoopFS, env []string, stateElsewhere bool, n int) {
+	h := newHarness(t, fsys, env)
+	if stateElsewhere {
+		h.state = t.TempDir()
+	}
 	st := h.run(n, false)
-	t.Logf("xfs, each file synced, state elsewhere: %d cycles (%d crashed at a failpoint, %d acknowledged then shut down), %d violations",
-		st.cycles, st.crashed, st.acked, len(st.violations))
+	t.Logf("%s: %d cycles (%d crashed at a failpoint, %d acknowledged then shut down), %d violations",
+		label, st.cycles, st.crashed, st.acked, len(st.violations))
 	for _, v := range st.violations {
 		t.Error(v)
 	}
