@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 
@@ -278,10 +279,16 @@ func (s *Stage) finishRunOp(ctx context.Context, seq int, op TxOp, pre []tree.En
 }
 
 // viewDigest is the digest of the view cs was scanned from (special files
-// left out: they are never applied).
+// left out: they are never applied). A view without special files, the
+// usual one, is digested where it lies: a copy of a large tree's view costs
+// more than its digest.
 func viewDigest(cs *ChangeSet) string {
-	view := make([]tree.Entry, 0, len(cs.view))
-	for _, e := range cs.view {
+	special := slices.IndexFunc(cs.view, func(e tree.Entry) bool { return e.Type == tree.Special })
+	if special < 0 {
+		return tree.Digest(cs.view)
+	}
+	view := cs.view[:special:special] // full: the first append copies
+	for _, e := range cs.view[special:] {
 		if e.Type != tree.Special {
 			view = append(view, e)
 		}

@@ -1,15 +1,19 @@
 package wtx
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/wtx-dev/wtx/internal/failpoint"
@@ -66,6 +70,32 @@ type Stage struct {
 	cfg     stageConfig
 	exclude tree.Selectors
 	protect tree.Selectors
+	// opened is the base manifest Begin wrote, handed once to the first
+	// read of it (see manifest): a large tree's manifest costs more to
+	// decode again than the command it stages.
+	opened atomic.Pointer[openedManifest]
+}
+
+// openedManifest is a base manifest as it was written, with the identity of
+// the file it was written to.
+type openedManifest struct {
+	m  *tree.Manifest
+	id fileID
+}
+
+// fileID names one version of a file that is only ever replaced by a
+// rename: a new version is a new inode, or one reused with another ctime.
+type fileID struct {
+	ino                uint64
+	size, mtime, ctime int64
+}
+
+func fileIDOf(fi os.FileInfo) (fileID, bool) {
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if !ok {
+		return fileID{}, false
+	}
+	return fileID{ino: uint64(st.Ino), size: fi.Size(), mtime: fi.ModTime().UnixNano(), ctime: ctimeNs(st)}, true
 }
 
 func (w *Workspace) stageFromRow(r state.Stage) (*Stage, error) {
@@ -179,8 +209,9 @@ func (w *Workspace) Begin(ctx context.Context, opts BeginOptions) (*Stage, error
 		}
 		w.progress(PhaseStage, n, 0)
 	}
+	hint := w.sizeHint()
 	view, m, err := backend.Open(ctx, stage.OpenRequest{
-		Workspace: w.path, Dir: dir, Exclude: exclude, Share: share, Progress: staged,
+		Workspace: w.path, Dir: dir, Exclude: exclude, Share: share, Progress: staged, SizeHint: hint,
 	})
 	// A backend that cannot stage this workspace's content (an overlay
 	// without root, and files of a group it cannot map) makes "auto" take
@@ -202,7 +233,7 @@ func (w *Workspace) Begin(ctx context.Context, opts BeginOptions) (*Stage, error
 			break
 		}
 		view, m, err = backend.Open(ctx, stage.OpenRequest{
-			Workspace: w.path, Dir: dir, Exclude: exclude, Share: share, Progress: staged,
+			Workspace: w.path, Dir: dir, Exclude: exclude, Share: share, Progress: staged, SizeHint: hint,
 		})
 	}
 	var rootMode *uint32
@@ -240,6 +271,7 @@ func (w *Workspace) Begin(ctx context.Context, opts BeginOptions) (*Stage, error
 	if err := writeManifest(dir, m); err != nil {
 		return nil, AsError(err)
 	}
+	w.noteSize(hint, len(m.Entries))
 	cfg := stageConfig{Exclude: exclude.Strings(), Share: share.Strings(), Protect: opts.Protect, Skipped: skipped, RootMode: rootMode, At: at}
 	raw, err := json.Marshal(cfg)
 	if err != nil {
@@ -259,6 +291,11 @@ func (w *Workspace) Begin(ctx context.Context, opts BeginOptions) (*Stage, error
 		return nil, err
 	}
 	s.cfg.Skipped = skipped // with Fresh, which is not stored
+	if fi, err := os.Lstat(manifestPath(dir)); err == nil {
+		if id, ok := fileIDOf(fi); ok {
+			s.opened.Store(&openedManifest{m: m, id: id})
+		}
+	}
 	return s, nil
 }
 
@@ -318,18 +355,51 @@ func chooseBackend(ctx context.Context, name, workspace, stateDir string, tried 
 	return nil, nil, errorf(CodeUsage, "unknown backend %q: use auto, overlay, clone or copy", name)
 }
 
+// sizeHintName is the file in the workspace's state directory that holds
+// the number of entries its last stage's base manifest had: a hint for
+// the next walk's buffers (stage.OpenRequest.SizeHint), nothing more. A
+// missing or unreadable one is no hint.
+const sizeHintName = "size-hint"
+
+// sizeHint reads the workspace's size hint; 0 when there is none.
+func (w *Workspace) sizeHint() int {
+	data, err := os.ReadFile(filepath.Join(w.workspaceStateDir(), sizeHintName))
+	if err != nil || len(data) > 16 {
+		return 0
+	}
+	n, err := strconv.Atoi(strings.TrimSpace(string(data)))
+	if err != nil || n < 0 {
+		return 0
+	}
+	return n
+}
+
+// noteSize records n entries as the size hint when it is more than an
+// eighth away from the hint the walk had.
+func (w *Workspace) noteSize(hint, n int) {
+	if n >= hint-hint/8 && n <= hint+hint/8 {
+		return
+	}
+	_ = fsx.WriteFileAtomic(filepath.Join(w.workspaceStateDir(), sizeHintName), []byte(strconv.Itoa(n)+"\n"), 0o600) // a hint: without it the next walk only copies more
+}
+
 func manifestPath(dir string) string { return filepath.Join(dir, "base.manifest") }
 
 func writeManifest(dir string, m *tree.Manifest) error {
-	var buf bytes.Buffer
-	if err := tree.Encode(&buf, m); err != nil {
-		return err
-	}
-	return fsx.WriteFileAtomic(manifestPath(dir), buf.Bytes(), 0o600)
+	return fsx.WriteAtomic(manifestPath(dir), 0o600, func(w io.Writer) error { return tree.Encode(w, m) })
 }
 
 func (s *Stage) manifest() (*tree.Manifest, error) {
-	data, err := os.ReadFile(manifestPath(s.ws.stageDir(s.ID())))
+	path := manifestPath(s.ws.stageDir(s.ID()))
+	if o := s.opened.Swap(nil); o != nil {
+		// The one Begin wrote, unless the file was replaced since.
+		if fi, err := os.Lstat(path); err == nil {
+			if id, ok := fileIDOf(fi); ok && id == o.id {
+				return o.m, nil
+			}
+		}
+	}
+	data, err := os.ReadFile(path)
 	if err != nil {
 		return nil, AsError(fmt.Errorf("stage %s: read base manifest: %w", s.ID(), err))
 	}

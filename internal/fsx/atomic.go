@@ -3,6 +3,7 @@
 package fsx
 
 import (
+	"io"
 	"io/fs"
 	"math/rand/v2"
 	"os"
@@ -18,6 +19,16 @@ import (
 // a crash path holds either the old or the new content. It is meant for the
 // wtx state directory, not for a workspace.
 func WriteFileAtomic(path string, data []byte, perm fs.FileMode) error {
+	return WriteAtomic(path, perm, func(w io.Writer) error {
+		_, err := w.Write(data)
+		return err
+	})
+}
+
+// WriteAtomic is WriteFileAtomic with the content written by write, straight
+// into the temporary file: a large file need not be held in memory first.
+// An error of write leaves path as it was.
+func WriteAtomic(path string, perm fs.FileMode, write func(io.Writer) error) error {
 	dir, base := filepath.Split(path)
 	if dir == "" {
 		dir = "."
@@ -37,7 +48,7 @@ func WriteFileAtomic(path string, data []byte, perm fs.FileMode) error {
 			os.Remove(tmp)
 		}
 	}()
-	if _, err := f.Write(data); err != nil {
+	if err := write(f); err != nil {
 		return &fs.PathError{Op: "write", Path: path, Err: err}
 	}
 	if err := f.Chmod(perm); err != nil {

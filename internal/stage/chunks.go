@@ -1,22 +1,60 @@
 package stage
 
-import "github.com/wtx-dev/wtx/internal/tree"
+import (
+	"sync"
+	"sync/atomic"
+
+	"github.com/wtx-dev/wtx/internal/tree"
+)
 
 // entryChunkLen is the number of entries per chunk of an entryChunks.
 const entryChunkLen = 4096
 
-// entryChunks collects the entries of a walk in fixed-size chunks, then
-// flattens them into one slice of exactly their number. Appending to one
-// slice would grow it by a quarter at a time on a large tree, allocating
-// about five times its final size and holding two copies at the peak.
+// maxEntryHint bounds the slice a size hint asks for.
+const maxEntryHint = 1 << 22
+
+// entryChunks collects the entries of a walk from any number of goroutines
+// at once, then hands them over as one slice.
+//
+// Without a size hint they go into fixed-size chunks, flattened at the end
+// into one slice of exactly their number. Appending to one slice would grow
+// it by a quarter at a time on a large tree, allocating about five times
+// its final size and holding two copies at the peak.
+//
+// With a size hint (newEntryChunks) one slice of the hinted number and an
+// eighth more is made first, and each entry takes the next free place in
+// it without a lock. A walk that stays within it is handed over as it is,
+// never copied, and the places it does not use are never touched; the
+// entries past it go into chunks as above.
 type entryChunks struct {
+	hinted []tree.Entry
+	next   atomic.Int64 // places taken in hinted, or asked for past it
+
+	mu   sync.Mutex // guards the chunks
 	full [][]tree.Entry
 	cur  []tree.Entry
-	n    int
+	over int // entries in the chunks
 }
 
-// add appends e and returns the number of entries so far.
+// newEntryChunks returns an entryChunks that expects about hint entries;
+// hint <= 0 means unknown.
+func newEntryChunks(hint int) *entryChunks {
+	c := &entryChunks{}
+	if hint > 0 {
+		c.hinted = make([]tree.Entry, min(hint+hint/8+64, maxEntryHint))
+	}
+	return c
+}
+
+// add stores e and returns the number of entries stored so far, counting
+// those other goroutines are storing at the same time.
 func (c *entryChunks) add(e tree.Entry) int {
+	if i := c.next.Add(1) - 1; i < int64(len(c.hinted)) {
+		c.hinted[i] = e
+		return int(i) + 1
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
 	if len(c.cur) == cap(c.cur) {
 		if c.cur != nil {
 			c.full = append(c.full, c.cur)
@@ -24,17 +62,28 @@ func (c *entryChunks) add(e tree.Entry) int {
 		c.cur = make([]tree.Entry, 0, entryChunkLen)
 	}
 	c.cur = append(c.cur, e)
-	c.n++
-	return c.n
+	c.over++
+	return len(c.hinted) + c.over
 }
 
-// flatten returns every entry added, in order, and releases the chunks.
+// flatten returns every entry added and releases them; it must not run
+// while an add does. One goroutine's entries keep their order.
 func (c *entryChunks) flatten() []tree.Entry {
-	out := make([]tree.Entry, 0, c.n)
-	for _, ch := range c.full {
-		out = append(out, ch...)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	inHint := min(int(c.next.Load()), len(c.hinted))
+	var out []tree.Entry
+	if c.over == 0 && c.hinted != nil {
+		out = c.hinted[:inHint] // all within the hinted slice: no copy
+	} else {
+		out = make([]tree.Entry, 0, inHint+c.over)
+		out = append(out, c.hinted[:inHint]...)
+		for _, ch := range c.full {
+			out = append(out, ch...)
+		}
+		out = append(out, c.cur...)
 	}
-	out = append(out, c.cur...)
-	*c = entryChunks{}
+	c.hinted, c.full, c.cur, c.over = nil, nil, nil, 0
+	c.next.Store(0)
 	return out
 }

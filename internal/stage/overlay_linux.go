@@ -81,10 +81,8 @@ func (Overlay) Open(ctx context.Context, req OpenRequest) (View, *tree.Manifest,
 	if err := likeWorkspaceRoot(ws, filepath.Join(req.Dir, upperName)); err != nil {
 		return nil, nil, err
 	}
-	var (
-		mu      sync.Mutex
-		entries entryChunks
-	)
+	var mu sync.Mutex
+	entries := newEntryChunks(req.SizeHint)
 	checkRead := os.Geteuid() != 0
 	groups := newGroupChecker()
 	if rootSt, err := ws.Lstat("."); err == nil {
@@ -126,9 +124,7 @@ func (Overlay) Open(ctx context.Context, req OpenRequest) (View, *tree.Manifest,
 				}
 			}
 		}
-		mu.Lock()
 		n := entries.add(e)
-		mu.Unlock()
 		if req.Progress != nil && n%1024 == 0 {
 			req.Progress(n)
 		}

@@ -59,6 +59,10 @@ type OpenRequest struct {
 	Share tree.Selectors
 	// Progress, if set, is called now and then with the number of entries done.
 	Progress func(done int)
+	// SizeHint is about how many entries the workspace held when it was
+	// last staged, or 0. A backend may size its buffers by it; a wrong
+	// hint costs time or memory, never correctness.
+	SizeHint int
 }
 
 // Backend makes views of a workspace.
