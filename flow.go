@@ -800,7 +800,7 @@ func (w *Workspace) execStep(ctx context.Context, run *FlowRun, n, attempt int, 
 	res.ChangesetDigest, res.Counts = cs.Digest, cs.Counts
 	if cs.base != nil {
 		// As an apply of the whole change set computes it.
-		res.ResultDigest = tree.Digest(tree.Result(cs.base.Entries, cs.all))
+		res.ResultDigest = tree.ResultDigest(cs.base.Entries, cs.all)
 	}
 	switch step.OnSuccess {
 	case OnSuccessReview, OnSuccessKeep:

@@ -91,7 +91,7 @@ func (s *Stage) opRecord(opID string, cs *ChangeSet, opts ApplyOptions, res *App
 	r.OpID = opID
 	r.Approved = opts.Approve
 	r.Paths = append(r.Paths, opts.Paths...)
-	r.ResultDigest = tree.Digest(tree.Result(cs.base.Entries, append(append([]tree.Change(nil), todo...), already...)))
+	r.ResultDigest = tree.ResultDigest(cs.base.Entries, append(append([]tree.Change(nil), todo...), already...))
 	rec := &opRecord{
 		Op:      state.Op{ID: opID, WorkspaceID: s.ws.id, StageID: s.ID(), Kind: "apply", State: "committed", Body: body, CreatedAt: now},
 		Receipt: r,

@@ -147,32 +147,37 @@ func ChangesetDigest(changes []Change) string {
 	return fmt.Sprintf("sha256:%x", h.Sum(nil))
 }
 
-// Result returns the entries of base with changes folded in: what the
-// surface holds after the change set is applied. Stat tuples of changed
-// entries are those of the view.
-func Result(base []Entry, changes []Change) []Entry {
-	byPath := make(map[string]*Change, len(changes))
+// ResultDigest is the digest (see Digest) of what the surface holds once
+// changes are applied to base, taken without building that tree: base (sorted by path, as a manifest's entries are) is merged with
+// the changes sorted by path, and each entry of the result is hashed as the
+// merge meets it. Of two changes of one path the later wins, as in Result.
+func ResultDigest(base []Entry, changes []Change) string {
+	cs := make([]*Change, len(changes))
 	for i := range changes {
-		byPath[changes[i].Path] = &changes[i]
+		cs[i] = &changes[i]
 	}
-	out := make([]Entry, 0, len(base)+len(changes))
-	for _, e := range base {
-		if c, ok := byPath[e.Path]; ok {
-			if c.New != nil {
-				out = append(out, *c.New)
-			}
-			delete(byPath, e.Path)
+	sort.SliceStable(cs, func(i, j int) bool { return cs[i].Path < cs[j].Path })
+	d := newEntryDigest()
+	i, j := 0, 0
+	for i < len(base) || j < len(cs) {
+		if j < len(cs) && j+1 < len(cs) && cs[j+1].Path == cs[j].Path {
+			j++ // a later change of the same path wins
 			continue
 		}
-		out = append(out, e)
-	}
-	for _, c := range byPath {
-		if c.New != nil {
-			out = append(out, *c.New)
+		switch {
+		case j == len(cs) || (i < len(base) && base[i].Path < cs[j].Path):
+			d.add(&base[i])
+			i++
+			continue
+		case i < len(base) && base[i].Path == cs[j].Path:
+			i++ // replaced or removed by the change
 		}
+		if cs[j].New != nil {
+			d.add(cs[j].New)
+		}
+		j++
 	}
-	SortEntries(out)
-	return out
+	return d.sum()
 }
 
 // Counts tallies a change set by action.

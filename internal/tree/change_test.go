@@ -1,6 +1,7 @@
 package tree
 
 import (
+	"fmt"
 	"math/rand/v2"
 	"testing"
 )
@@ -323,5 +324,67 @@ func TestChangesetDigest(t *testing.T) {
 	}
 	if ChangesetDigest(nil) != ChangesetDigest([]Change{}) {
 		t.Error("nil and empty change sets differ")
+	}
+}
+
+// Result, the model ResultDigest is checked against, returns the entries of base with changes folded in: what the
+// surface holds after the change set is applied. Stat tuples of changed
+// entries are those of the view.
+func Result(base []Entry, changes []Change) []Entry {
+	byPath := make(map[string]*Change, len(changes))
+	for i := range changes {
+		byPath[changes[i].Path] = &changes[i]
+	}
+	out := make([]Entry, 0, len(base)+len(changes))
+	for _, e := range base {
+		if c, ok := byPath[e.Path]; ok {
+			if c.New != nil {
+				out = append(out, *c.New)
+			}
+			delete(byPath, e.Path)
+			continue
+		}
+		out = append(out, e)
+	}
+	for _, c := range byPath {
+		if c.New != nil {
+			out = append(out, *c.New)
+		}
+	}
+	SortEntries(out)
+	return out
+}
+
+// ResultDigest agrees with the digest of Result over random bases and
+// change sets: additions, modifications, removals, paths changed twice.
+func TestResultDigestIsDigestOfResult(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 11))
+	name := func() string { return fmt.Sprintf("d%d/f%02d", rng.IntN(4), rng.IntN(30)) }
+	file := func(p string) *Entry {
+		return &Entry{Path: p, Type: File, Perm: 0o644, Digest: fmt.Sprintf("sha256:%d", rng.IntN(5))}
+	}
+	for round := range 2000 {
+		seen := map[string]bool{}
+		var base []Entry
+		for range rng.IntN(40) {
+			if p := name(); !seen[p] {
+				seen[p] = true
+				base = append(base, *file(p))
+			}
+		}
+		SortEntries(base)
+		var changes []Change
+		for range rng.IntN(12) {
+			p := name()
+			c := Change{Path: p}
+			if rng.IntN(3) > 0 {
+				c.New = file(p)
+			}
+			changes = append(changes, c)
+		}
+		want := Digest(Result(base, changes))
+		if got := ResultDigest(base, changes); got != want {
+			t.Fatalf("round %d: ResultDigest %s, Digest(Result) %s\nbase %v\nchanges %v", round, got, want, base, changes)
+		}
 	}
 }

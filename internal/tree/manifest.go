@@ -7,6 +7,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"hash"
 	"io"
 	"sort"
 
@@ -77,24 +78,37 @@ func (m *Manifest) Children(dir string) []*Entry {
 // permission bits and digest or link target, in order. Two manifests of the
 // same content have the same digest whatever their stat tuples.
 func Digest(entries []Entry) string {
-	h := sha256.New()
-	var buf []byte
+	d := newEntryDigest()
 	for i := range entries {
-		e := &entries[i]
-		buf = buf[:0]
-		buf = appendString(buf, e.Path)
-		buf = append(buf, byte(e.Type))
-		buf = binary.AppendUvarint(buf, uint64(e.Perm))
-		switch e.Type {
-		case File:
-			buf = appendString(buf, e.Digest)
-		case Symlink:
-			buf = appendString(buf, e.Target)
-		}
-		h.Write(buf)
+		d.add(&entries[i])
 	}
-	return fmt.Sprintf("sha256:%x", h.Sum(nil))
+	return d.sum()
 }
+
+// entryDigest hashes entries one at a time, as Digest does.
+type entryDigest struct {
+	h   hash.Hash
+	buf []byte
+}
+
+func newEntryDigest() *entryDigest { return &entryDigest{h: sha256.New()} }
+
+func (d *entryDigest) add(e *Entry) {
+	b := d.buf[:0]
+	b = appendString(b, e.Path)
+	b = append(b, byte(e.Type))
+	b = binary.AppendUvarint(b, uint64(e.Perm))
+	switch e.Type {
+	case File:
+		b = appendString(b, e.Digest)
+	case Symlink:
+		b = appendString(b, e.Target)
+	}
+	d.h.Write(b)
+	d.buf = b
+}
+
+func (d *entryDigest) sum() string { return fmt.Sprintf("sha256:%x", d.h.Sum(nil)) }
 
 const (
 	manifestMagic   = "WTXM"
