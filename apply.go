@@ -527,34 +527,25 @@ func gitPath(rel string) bool {
 // left.
 func (s *Stage) advanceBase(ctx context.Context, cs *ChangeSet, applied []tree.Change) error {
 	m := cs.base
-	byPath := make(map[string]*tree.Change, len(applied))
-	for i := range applied {
-		byPath[applied[i].Path] = &applied[i]
-	}
 	root, err := fsx.OpenRoot(s.ws.path)
 	if err != nil {
 		return AsError(err)
 	}
 	defer root.Close()
-	next := make([]tree.Entry, 0, len(m.Entries)+len(applied))
-	for _, e := range m.Entries {
-		if _, ok := byPath[e.Path]; !ok {
-			next = append(next, e)
-		}
-	}
 	dirs := fsx.NewDirCache(root)
 	defer dirs.Close()
-	for _, c := range byPath {
-		if c.New == nil {
-			continue
+	next := make([]tree.Entry, 0, len(m.Entries)+len(applied))
+	tree.Fold(m.Entries, applied, func(e *tree.Entry, c *tree.Change) {
+		if c == nil {
+			next = append(next, *e)
+			return
 		}
-		e := *c.New
+		ne := *e
 		if st, err := lstatCached(dirs, c.Path); err == nil {
-			e.WS = tree.Stat{Ino: st.Ino, Dev: st.Dev, Size: st.Size, Mtime: st.Mtime, Ctime: st.Ctime}
+			ne.WS = tree.Stat{Ino: st.Ino, Dev: st.Dev, Size: st.Size, Mtime: st.Mtime, Ctime: st.Ctime}
 		}
-		next = append(next, e)
-	}
-	tree.SortEntries(next)
+		next = append(next, ne)
+	})
 	nm := &tree.Manifest{Fence: m.Fence, ViewFence: m.ViewFence, Entries: next}
 	if err := writeManifest(s.ws.stageDir(s.ID()), nm); err != nil {
 		return AsError(err)

@@ -147,36 +147,43 @@ func ChangesetDigest(changes []Change) string {
 	return fmt.Sprintf("sha256:%x", h.Sum(nil))
 }
 
-// ResultDigest is the digest (see Digest) of what the surface holds once
-// changes are applied to base, taken without building that tree: base (sorted by path, as a manifest's entries are) is merged with
-// the changes sorted by path, and each entry of the result is hashed as the
-// merge meets it. Of two changes of one path the later wins, as in Result.
-func ResultDigest(base []Entry, changes []Change) string {
+// Fold walks what the surface holds once changes are applied to base, in
+// path order, without building it: emit gets each base entry no change
+// touches (with c nil) and the new entry of each change that leaves one
+// (with its change). base must be sorted by path, as a manifest's entries
+// are; of two changes of one path the later wins.
+func Fold(base []Entry, changes []Change, emit func(e *Entry, c *Change)) {
 	cs := make([]*Change, len(changes))
 	for i := range changes {
 		cs[i] = &changes[i]
 	}
 	sort.SliceStable(cs, func(i, j int) bool { return cs[i].Path < cs[j].Path })
-	d := newEntryDigest()
 	i, j := 0, 0
 	for i < len(base) || j < len(cs) {
-		if j < len(cs) && j+1 < len(cs) && cs[j+1].Path == cs[j].Path {
+		if j+1 < len(cs) && cs[j+1].Path == cs[j].Path {
 			j++ // a later change of the same path wins
 			continue
 		}
 		switch {
 		case j == len(cs) || (i < len(base) && base[i].Path < cs[j].Path):
-			d.add(&base[i])
+			emit(&base[i], nil)
 			i++
 			continue
 		case i < len(base) && base[i].Path == cs[j].Path:
 			i++ // replaced or removed by the change
 		}
 		if cs[j].New != nil {
-			d.add(cs[j].New)
+			emit(cs[j].New, cs[j])
 		}
 		j++
 	}
+}
+
+// ResultDigest is the digest (see Digest) of what the surface holds once
+// changes are applied to base (see Fold).
+func ResultDigest(base []Entry, changes []Change) string {
+	d := newEntryDigest()
+	Fold(base, changes, func(e *Entry, _ *Change) { d.add(e) })
 	return d.sum()
 }
 
