@@ -403,7 +403,7 @@ func (s *Stage) manifest() (*tree.Manifest, error) {
 	if err != nil {
 		return nil, AsError(fmt.Errorf("stage %s: read base manifest: %w", s.ID(), err))
 	}
-	m, err := tree.Decode(data)
+	m, err := tree.DecodeTaking(data) // data is not used again
 	if err != nil {
 		return nil, &Error{Code: CodeInternal, Message: fmt.Sprintf("stage %s: %v", s.ID(), err), Err: err}
 	}

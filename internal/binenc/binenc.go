@@ -7,6 +7,7 @@ package binenc
 import (
 	"encoding/binary"
 	"errors"
+	"unsafe"
 )
 
 // AppendString appends s with its length as a uvarint before it.
@@ -28,6 +29,14 @@ type Decoder struct {
 
 // NewDecoder reads b. Strings it returns share one copy of b.
 func NewDecoder(b []byte) *Decoder { return &Decoder{b: b, all: string(b), total: len(b)} }
+
+// NewDecoderTaking reads b and takes it: the strings it returns are b's own
+// bytes, not a copy, so the caller must never change b again. It is for a
+// buffer read only to be decoded (a large file's content), whose copy would
+// cost as much as the read.
+func NewDecoderTaking(b []byte) *Decoder {
+	return &Decoder{b: b, all: unsafe.String(unsafe.SliceData(b), len(b)), total: len(b)}
+}
 
 // Err is the first error met, or nil.
 func (d *Decoder) Err() error { return d.err }

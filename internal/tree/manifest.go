@@ -157,7 +157,14 @@ func Encode(w io.Writer, m *Manifest) error {
 
 // Decode reads a manifest written by Encode. Any damage yields an error
 // wrapping ErrCorrupt; entries must be strictly sorted.
-func Decode(data []byte) (*Manifest, error) {
+func Decode(data []byte) (*Manifest, error) { return decode(data, false) }
+
+// DecodeTaking is Decode of a buffer the caller gives up: the manifest's
+// strings are data's own bytes, not a copy of them, so data must never be
+// changed again.
+func DecodeTaking(data []byte) (*Manifest, error) { return decode(data, true) }
+
+func decode(data []byte, take bool) (*Manifest, error) {
 	if len(data) < len(manifestMagic)+1+sha256.Size {
 		return nil, fmt.Errorf("%w: too short", ErrCorrupt)
 	}
@@ -171,7 +178,12 @@ func Decode(data []byte) (*Manifest, error) {
 	if body[4] != manifestVersion {
 		return nil, fmt.Errorf("%w: unknown version %d", ErrCorrupt, body[4])
 	}
-	d := binenc.NewDecoder(body[5:])
+	var d *binenc.Decoder
+	if take {
+		d = binenc.NewDecoderTaking(body[5:])
+	} else {
+		d = binenc.NewDecoder(body[5:])
+	}
 	m := &Manifest{Fence: d.Varint(), ViewFence: d.Varint()}
 	n := d.Uvarint()
 	if d.Err() == nil && n > uint64(d.Len()) {

@@ -6,7 +6,9 @@ import (
 	"encoding/binary"
 	"errors"
 	"math/rand/v2"
+	"reflect"
 	"testing"
+	"unsafe"
 )
 
 func randManifest(r *rand.Rand) *Manifest {
@@ -255,5 +257,39 @@ func TestRacy(t *testing.T) {
 		if got := m.ViewRacy(e); got != tc.vRacy {
 			t.Errorf("ViewRacy(%+v) = %v, want %v", tc.view, got, tc.vRacy)
 		}
+	}
+}
+
+// DecodeTaking reads what Decode reads, and its strings are the buffer's
+// own bytes: no copy of a large manifest.
+func TestDecodeTakingSharesTheBuffer(t *testing.T) {
+	m := &Manifest{Fence: 7, ViewFence: 9, Entries: []Entry{
+		{Path: "a", Type: File, Perm: 0o644, Size: 1, Digest: "sha256:aa"},
+		{Path: "b/c", Type: Symlink, Target: "../a", Size: 4},
+	}}
+	var buf bytes.Buffer
+	if err := Encode(&buf, m); err != nil {
+		t.Fatal(err)
+	}
+	data := buf.Bytes()
+	want, err := Decode(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := DecodeTaking(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("DecodeTaking %+v, Decode %+v", got, want)
+	}
+	start := uintptr(unsafe.Pointer(unsafe.SliceData(data)))
+	for _, e := range got.Entries {
+		if p := uintptr(unsafe.Pointer(unsafe.StringData(e.Path))); p < start || p >= start+uintptr(len(data)) {
+			t.Fatalf("%q was copied out of the buffer", e.Path)
+		}
+	}
+	if _, err := DecodeTaking(data[:len(data)-1]); !errors.Is(err, ErrCorrupt) {
+		t.Fatalf("a truncated manifest: %v, want ErrCorrupt", err)
 	}
 }
