@@ -10,7 +10,7 @@ import (
 // entryChunkLen is the number of entries per chunk of an entryChunks.
 const entryChunkLen = 4096
 
-// maxEntryHint bounds the slice a size hint asks for.
+// maxEntryHint is the largest size hint taken; a larger one is no hint.
 const maxEntryHint = 1 << 22
 
 // entryChunks collects the entries of a walk from any number of goroutines
@@ -23,9 +23,11 @@ const maxEntryHint = 1 << 22
 //
 // With a size hint (newEntryChunks) one slice of the hinted number and an
 // eighth more is made first, and each entry takes the next free place in
-// it without a lock. A walk that stays within it is handed over as it is,
-// never copied, and the places it does not use are never touched; the
-// entries past it go into chunks as above.
+// it without a lock. A walk that fills at least half of it and stays within
+// it is handed over as it is, never copied, and the places it does not use
+// are never touched; entries past it go into chunks as above, and a walk
+// that fills less than half is copied into a slice of its size, so that a
+// tree that shrank does not keep the old tree's size for the command.
 type entryChunks struct {
 	hinted []tree.Entry
 	next   atomic.Int64 // places taken in hinted, or asked for past it
@@ -40,8 +42,8 @@ type entryChunks struct {
 // hint <= 0 means unknown.
 func newEntryChunks(hint int) *entryChunks {
 	c := &entryChunks{}
-	if hint > 0 {
-		c.hinted = make([]tree.Entry, min(hint+hint/8+64, maxEntryHint))
+	if hint > 0 && hint <= maxEntryHint { // past it, no hint: a damaged one
+		c.hinted = make([]tree.Entry, hint+hint/8+64)
 	}
 	return c
 }
@@ -73,9 +75,11 @@ func (c *entryChunks) flatten() []tree.Entry {
 	defer c.mu.Unlock()
 	inHint := min(int(c.next.Load()), len(c.hinted))
 	var out []tree.Entry
-	if c.over == 0 && c.hinted != nil {
+	if c.over == 0 && c.hinted != nil && inHint >= len(c.hinted)/2 {
 		out = c.hinted[:inHint] // all within the hinted slice: no copy
 	} else {
+		// Past the hint, or far below it (the tree shrank): one slice of
+		// the exact number, and the hinted one goes.
 		out = make([]tree.Entry, 0, inHint+c.over)
 		out = append(out, c.hinted[:inHint]...)
 		for _, ch := range c.full {
