@@ -4,7 +4,9 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/wtx-dev/wtx/internal/tree"
 )
@@ -67,5 +69,73 @@ func TestBeginManifestIsHandedOnceWhileUnreplaced(t *testing.T) {
 	}
 	if len(got.Entries) != 1 {
 		t.Fatalf("read %d entries after the file was replaced, want the 1 on disk", len(got.Entries))
+	}
+}
+
+// The size hint is taken only from a small regular file written for the
+// same selectors; anything else is no hint, and reading it never waits.
+func TestSizeHintIsOnlyAHint(t *testing.T) {
+	ctx := context.Background()
+	work, state := t.TempDir(), t.TempDir()
+	if err := os.WriteFile(filepath.Join(work, "a"), []byte("a"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ws, err := Open(ctx, work, Options{StateDir: state})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ws.Close()
+	key := sizeHintKey(nil, nil)
+	other, err := tree.ParseSelectors([]string{"build/"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if otherKey := sizeHintKey(other, nil); otherKey == key || sizeHintKey(nil, other) == otherKey {
+		t.Fatal("different selectors share a key")
+	}
+	if _, err := ws.Begin(ctx, BeginOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if got := ws.sizeHint(key); got != 1 {
+		t.Fatalf("after a stage of 1 entry the hint is %d", got)
+	}
+	if got := ws.sizeHint(sizeHintKey(other, nil)); got != 0 {
+		t.Fatalf("a stage with other selectors took the hint %d", got)
+	}
+
+	p := filepath.Join(ws.workspaceStateDir(), sizeHintName)
+	big := filepath.Join(t.TempDir(), "big")
+	if err := os.WriteFile(big, []byte("123 "+key+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name  string
+		plant func() error
+	}{
+		{"garbage", func() error { return os.WriteFile(p, []byte("x y\n"), 0o600) }},
+		{"negative", func() error { return os.WriteFile(p, []byte("-5 "+key+"\n"), 0o600) }},
+		{"too long", func() error {
+			return os.WriteFile(p, []byte("12 "+key+"                                                   \n"), 0o600)
+		}},
+		{"symlink", func() error { return os.Symlink(big, p) }},
+		{"fifo", func() error { return syscall.Mkfifo(p, 0o600) }},
+		{"directory", func() error { return os.Mkdir(p, 0o700) }},
+	} {
+		if err := os.RemoveAll(p); err != nil {
+			t.Fatal(err)
+		}
+		if err := c.plant(); err != nil {
+			t.Fatal(err)
+		}
+		done := make(chan int, 1)
+		go func() { done <- ws.sizeHint(key) }()
+		select {
+		case got := <-done:
+			if got != 0 {
+				t.Errorf("%s: hint %d, want none", c.name, got)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatalf("%s: reading the hint did not return", c.name)
+		}
 	}
 }

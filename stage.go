@@ -2,6 +2,8 @@ package wtx
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -72,7 +74,8 @@ type Stage struct {
 	protect tree.Selectors
 	// opened is the base manifest Begin wrote, handed once to the first
 	// read of it (see manifest): a large tree's manifest costs more to
-	// decode again than the command it stages.
+	// decode again than the command it stages. A Stage from Begin holds it
+	// until then; one from the database never has it.
 	opened atomic.Pointer[openedManifest]
 }
 
@@ -209,7 +212,8 @@ func (w *Workspace) Begin(ctx context.Context, opts BeginOptions) (*Stage, error
 		}
 		w.progress(PhaseStage, n, 0)
 	}
-	hint := w.sizeHint()
+	hintKey := sizeHintKey(exclude, share)
+	hint := w.sizeHint(hintKey)
 	view, m, err := backend.Open(ctx, stage.OpenRequest{
 		Workspace: w.path, Dir: dir, Exclude: exclude, Share: share, Progress: staged, SizeHint: hint,
 	})
@@ -271,7 +275,15 @@ func (w *Workspace) Begin(ctx context.Context, opts BeginOptions) (*Stage, error
 	if err := writeManifest(dir, m); err != nil {
 		return nil, AsError(err)
 	}
-	w.noteSize(hint, len(m.Entries))
+	w.noteSize(hintKey, hint, len(m.Entries))
+	// The file's identity is taken before the stage is in the database:
+	// until then no other process can replace it.
+	var kept *openedManifest
+	if fi, err := os.Lstat(manifestPath(dir)); err == nil {
+		if id, ok := fileIDOf(fi); ok {
+			kept = &openedManifest{m: m, id: id}
+		}
+	}
 	cfg := stageConfig{Exclude: exclude.Strings(), Share: share.Strings(), Protect: opts.Protect, Skipped: skipped, RootMode: rootMode, At: at}
 	raw, err := json.Marshal(cfg)
 	if err != nil {
@@ -291,11 +303,7 @@ func (w *Workspace) Begin(ctx context.Context, opts BeginOptions) (*Stage, error
 		return nil, err
 	}
 	s.cfg.Skipped = skipped // with Fresh, which is not stored
-	if fi, err := os.Lstat(manifestPath(dir)); err == nil {
-		if id, ok := fileIDOf(fi); ok {
-			s.opened.Store(&openedManifest{m: m, id: id})
-		}
-	}
+	s.opened.Store(kept)
 	return s, nil
 }
 
@@ -356,31 +364,58 @@ func chooseBackend(ctx context.Context, name, workspace, stateDir string, tried 
 }
 
 // sizeHintName is the file in the workspace's state directory that holds
-// the number of entries its last stage's base manifest had: a hint for
-// the next walk's buffers (stage.OpenRequest.SizeHint), nothing more. A
-// missing or unreadable one is no hint.
+// the number of entries its last stage's base manifest had, and the key of
+// the selectors it was staged with (see sizeHintKey): a hint for the next
+// walk's buffers (stage.OpenRequest.SizeHint), nothing more. A missing,
+// damaged or foreign one is no hint.
 const sizeHintName = "size-hint"
 
-// sizeHint reads the workspace's size hint; 0 when there is none.
-func (w *Workspace) sizeHint() int {
-	data, err := os.ReadFile(filepath.Join(w.workspaceStateDir(), sizeHintName))
-	if err != nil || len(data) > 16 {
+// sizeHintKey names a set of exclude and share selectors: a stage that
+// leaves out much of the tree walks far fewer entries than one that does
+// not, so a hint is taken only by a stage with the same selectors.
+func sizeHintKey(exclude, share tree.Selectors) string {
+	h := sha256.New()
+	for _, sel := range exclude.Strings() {
+		h.Write([]byte(sel + "\x00"))
+	}
+	h.Write([]byte{1})
+	for _, sel := range share.Strings() {
+		h.Write([]byte(sel + "\x00"))
+	}
+	return hex.EncodeToString(h.Sum(nil)[:8])
+}
+
+// sizeHint reads the workspace's size hint for the selectors of key; 0
+// when there is none. It reads only a small regular file, never through a
+// symlink and never waiting on a FIFO: the lock is held.
+func (w *Workspace) sizeHint(key string) int {
+	var buf [64]byte
+	data, large, err := fsx.ReadSmallFile(filepath.Join(w.workspaceStateDir(), sizeHintName), buf[:])
+	if large != nil {
+		_ = large.Close() // read-only; too long to be a hint
 		return 0
 	}
-	n, err := strconv.Atoi(strings.TrimSpace(string(data)))
+	if err != nil {
+		return 0
+	}
+	f := strings.Fields(string(data))
+	if len(f) != 2 || f[1] != key {
+		return 0
+	}
+	n, err := strconv.Atoi(f[0])
 	if err != nil || n < 0 {
 		return 0
 	}
 	return n
 }
 
-// noteSize records n entries as the size hint when it is more than an
-// eighth away from the hint the walk had.
-func (w *Workspace) noteSize(hint, n int) {
-	if n >= hint-hint/8 && n <= hint+hint/8 {
+// noteSize records n entries as the size hint for key when it is more than
+// an eighth away from the hint the walk had (0 when it had none).
+func (w *Workspace) noteSize(key string, hint, n int) {
+	if hint > 0 && n >= hint-hint/8 && n <= hint+hint/8 {
 		return
 	}
-	_ = fsx.WriteFileAtomic(filepath.Join(w.workspaceStateDir(), sizeHintName), []byte(strconv.Itoa(n)+"\n"), 0o600) // a hint: without it the next walk only copies more
+	_ = fsx.WriteFileAtomic(filepath.Join(w.workspaceStateDir(), sizeHintName), []byte(strconv.Itoa(n)+" "+key+"\n"), 0o600) // a hint: without it the next walk only copies more
 }
 
 func manifestPath(dir string) string { return filepath.Join(dir, "base.manifest") }
