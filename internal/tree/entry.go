@@ -65,22 +65,23 @@ type Stat struct {
 
 // Entry is one path of a tree.
 type Entry struct {
-	Path   string
-	Type   Type
-	Perm   uint32 // permission bits, PermMask only; 0 for symlinks
-	Size   int64  // bytes of content for files, len(Target) for symlinks
-	Digest string // "sha256:…" of a file's content; "" when unknown
-	Target string // a symlink's target
-
-	WS   Stat // the workspace copy when the manifest was taken
-	View Stat // the staged copy right after staging (copy and clone backends)
-
+	Path string
+	Type Type
 	// Unchanged marks a view entry that a backend knows to hold its base
 	// entry's content without having read it: an overlay path the stage
 	// never wrote, or a cloned file whose stat tuple proves it untouched.
 	// Its Digest is the base's, which may be unknown (""). It is never set
-	// on base entries and never recorded in a manifest.
+	// on base entries and never recorded in a manifest. (It sits beside
+	// Type, in the padding before Perm: an entry is 144 bytes, not 152,
+	// and a large tree holds hundreds of thousands of them.)
 	Unchanged bool
+	Perm      uint32 // permission bits, PermMask only; 0 for symlinks
+	Size      int64  // bytes of content for files, len(Target) for symlinks
+	Digest    string // "sha256:…" of a file's content; "" when unknown
+	Target    string // a symlink's target
+
+	WS   Stat // the workspace copy when the manifest was taken
+	View Stat // the staged copy right after staging (copy and clone backends)
 }
 
 // SameContent reports whether a and b have the same type, permission bits and

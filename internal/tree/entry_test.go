@@ -3,6 +3,7 @@ package tree
 import (
 	"io/fs"
 	"testing"
+	"unsafe"
 )
 
 func TestPathHelpers(t *testing.T) {
@@ -97,5 +98,13 @@ func TestSameContent(t *testing.T) {
 	}
 	if (&Entry{Perm: 0o4755}).ModeString() != "4755" || f.ModeString() != "0644" {
 		t.Error("ModeString is not four octal digits")
+	}
+}
+
+// An entry stays 144 bytes: a large tree holds hundreds of thousands of
+// them, and a field in the wrong place pads every one.
+func TestEntrySize(t *testing.T) {
+	if n := unsafe.Sizeof(Entry{}); unsafe.Sizeof(uintptr(0)) == 8 && n != 144 {
+		t.Fatalf("Entry is %d bytes, want 144", n)
 	}
 }
