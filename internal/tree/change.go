@@ -2,7 +2,6 @@ package tree
 
 import (
 	"crypto/sha256"
-	"encoding/binary"
 	"fmt"
 	"sort"
 )
@@ -126,14 +125,7 @@ func ChangesetDigest(changes []Change) string {
 			buf = append(buf, 0)
 			return
 		}
-		buf = append(buf, byte(e.Type))
-		buf = binary.AppendUvarint(buf, uint64(e.Perm))
-		switch e.Type {
-		case File:
-			buf = appendString(buf, e.Digest)
-		case Symlink:
-			buf = appendString(buf, e.Target)
-		}
+		buf = appendContent(buf, e)
 	}
 	for i := range changes {
 		c := &changes[i]

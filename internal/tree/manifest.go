@@ -94,8 +94,15 @@ type entryDigest struct {
 func newEntryDigest() *entryDigest { return &entryDigest{h: sha256.New()} }
 
 func (d *entryDigest) add(e *Entry) {
-	b := d.buf[:0]
-	b = appendString(b, e.Path)
+	b := appendContent(appendString(d.buf[:0], e.Path), e)
+	d.h.Write(b)
+	d.buf = b
+}
+
+// appendContent appends what the digests of a tree and of a change set
+// take of an entry: its type, permission bits and content (digest or link
+// target), never its stat tuples.
+func appendContent(b []byte, e *Entry) []byte {
 	b = append(b, byte(e.Type))
 	b = binary.AppendUvarint(b, uint64(e.Perm))
 	switch e.Type {
@@ -104,8 +111,7 @@ func (d *entryDigest) add(e *Entry) {
 	case Symlink:
 		b = appendString(b, e.Target)
 	}
-	d.h.Write(b)
-	d.buf = b
+	return b
 }
 
 func (d *entryDigest) sum() string { return fmt.Sprintf("sha256:%x", d.h.Sum(nil)) }
