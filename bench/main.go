@@ -179,15 +179,16 @@ var groups = []string{"openrun", "scan", "apply", "new", "syscalls", "dirty", "s
 
 // report is the whole output, as -json prints it.
 type report struct {
-	Tree    string    `json:"tree"`
-	Stats   treeStats `json:"stats"`
-	Runs    int       `json:"runs"`
-	OS      string    `json:"os"`
-	CPUs    int       `json:"cpus"`
-	Results []result  `json:"results"`
-	Counts  []count   `json:"counts"`
-	Notes   []string  `json:"notes"`
-	Took    float64   `json:"took_seconds"`
+	Tree    string     `json:"tree"`
+	Stats   treeStats  `json:"stats"`
+	Runs    int        `json:"runs"`
+	OS      string     `json:"os"`
+	CPUs    int        `json:"cpus"`
+	FS      filesystem `json:"filesystem"`
+	Results []result   `json:"results"`
+	Counts  []count    `json:"counts"`
+	Notes   []string   `json:"notes"`
+	Took    float64    `json:"took_seconds"`
 }
 
 // result is one scenario: the wtx command against its baseline.
@@ -272,6 +273,10 @@ func run(cfg config) error {
 	if err != nil {
 		return err
 	}
+	fs := scratchFS(work)
+	if fs.Journal == "no" {
+		b.note("the scratch directory is on %s: ext4 then gives no new file an inode freed in the last minute or more, and each creation skips those one by one, so creating files soon after many were removed is slow for wtx and the baselines alike, and the new-file rows depend on what ran before them", fs)
+	}
 	progress("copying %s into the workspace", label)
 	if _, err := b.exec("", "cp", "-a", src, b.ws); err != nil {
 		return err
@@ -299,7 +304,7 @@ func run(cfg config) error {
 		}
 	}
 	rep := report{Tree: label, Stats: *stats, Runs: cfg.runs, OS: runtime.GOOS + "/" + runtime.GOARCH,
-		CPUs: runtime.NumCPU(), Results: b.results, Counts: b.figures, Notes: b.notes, Took: time.Since(start).Seconds()}
+		CPUs: runtime.NumCPU(), FS: fs, Results: b.results, Counts: b.figures, Notes: b.notes, Took: time.Since(start).Seconds()}
 	if cfg.json {
 		enc := json.NewEncoder(os.Stdout)
 		enc.SetIndent("", "  ")
@@ -553,9 +558,9 @@ func median(xs []float64) float64 {
 }
 
 func printTable(w io.Writer, rep report) {
-	fmt.Fprintf(w, "wtx bench: %s: %d files, %d dirs, %d symlinks, %s, depth %d; %s, %d CPUs; up to %d runs each\n\n",
+	fmt.Fprintf(w, "wtx bench: %s: %d files, %d dirs, %d symlinks, %s, depth %d; %s, %d CPUs, %s; up to %d runs each\n\n",
 		rep.Tree, rep.Stats.NFiles, rep.Stats.Dirs, rep.Stats.Symlinks, bytesIEC(rep.Stats.Bytes), rep.Stats.Depth,
-		rep.OS, rep.CPUs, rep.Runs)
+		rep.OS, rep.CPUs, rep.FS, rep.Runs)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "scenario\tn\twtx command\ttime\tmax RSS\tbaseline\ttime\tratio\ttarget\tmet\t")
 	for _, r := range rep.Results {
