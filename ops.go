@@ -153,6 +153,11 @@ func (w *Workspace) LatestOp(ctx context.Context, undoable bool) (*Op, error) {
 	if err != nil {
 		return nil, AsError(err)
 	}
+	return w.latestAmong(ctx, links, undoable)
+}
+
+// latestAmong is LatestOp among links.
+func (w *Workspace) latestAmong(ctx context.Context, links []state.OpLink, undoable bool) (*Op, error) {
 	for i := len(links) - 1; i >= 0; i-- {
 		if undoable && links[i].Kind != state.OpApply {
 			continue

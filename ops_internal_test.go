@@ -19,10 +19,10 @@ func TestOpAgreesWithOps(t *testing.T) {
 	ctx := context.Background()
 	// The comparison means something only if the histories hold undone
 	// ops, partly undone ones, and undos that were undone.
-	var undone, partly, undoneUndos int
+	var undone, partly, undoneUndos, unnamed int
 	defer func() {
-		if !t.Failed() && (undone == 0 || partly == 0 || undoneUndos == 0) {
-			t.Errorf("histories too plain: %d undone, %d partly undone, %d undone undos", undone, partly, undoneUndos)
+		if !t.Failed() && (undone == 0 || partly == 0 || undoneUndos == 0 || unnamed == 0) {
+			t.Errorf("histories too plain: %d undone, %d partly undone, %d undone undos, %d undos of no named op", undone, partly, undoneUndos, unnamed)
 		}
 	}()
 	for seed := uint64(1); seed <= 6; seed++ {
@@ -48,6 +48,21 @@ func TestOpAgreesWithOps(t *testing.T) {
 				}
 				if len(live) == 0 || rng.IntN(3) == 0 {
 					applyFiles(t, ctx, ws, work, i, 1+rng.IntN(3))
+					continue
+				}
+				if rng.IntN(4) == 0 {
+					// No op named: the newest apply not undone yet.
+					want, lerr := ws.LatestOp(ctx, true)
+					res, err := ws.UndoWith(ctx, "", UndoOptions{})
+					switch {
+					case lerr != nil && !errors.Is(err, ErrNotFound):
+						t.Fatalf("UndoWith(\"\") with no apply to undo (%v): %v, %v", lerr, res, err)
+					case lerr == nil && err == nil && res.Undoes != want.ID:
+						t.Fatalf("UndoWith(\"\") undid %s; the newest apply not undone is %s", res.Undoes, want.ID)
+					case lerr == nil && err == nil:
+						unnamed++
+					}
+					checkLatestOp(t, ctx, ws)
 					continue
 				}
 				op := live[rng.IntN(len(live))]

@@ -43,7 +43,9 @@ func (w *Workspace) Undo(ctx context.Context, ref string) (*UndoResult, error) {
 // UndoWith is Undo of the part of op ref that opts selects: all or nothing
 // for the selected paths, with the same checks, recorded as its own op with
 // its own receipt. Paths an earlier partial undo took back are left out; an
-// op whose paths have all been taken back is undone.
+// op whose paths have all been taken back is undone. An empty ref names the
+// newest apply not wholly undone yet (LatestOp(ctx, true)), chosen under
+// the workspace lock, so that its record is read once.
 func (w *Workspace) UndoWith(ctx context.Context, ref string, opts UndoOptions) (*UndoResult, error) {
 	sels, err := parsePaths(opts.Paths)
 	if err != nil {
@@ -53,9 +55,13 @@ func (w *Workspace) UndoWith(ctx context.Context, ref string, opts UndoOptions) 
 	if err != nil {
 		return nil, err
 	}
-	op, links, err := w.findOp(ctx, ref)
-	if err != nil {
-		return nil, err
+	var op *Op
+	var links []state.OpLink
+	if ref != "" {
+		// Named: a wrong name is told before the lock is waited for.
+		if op, links, err = w.findOp(ctx, ref); err != nil {
+			return nil, err
+		}
 	}
 	unlock, err := w.lock(ctx)
 	if err != nil {
@@ -68,7 +74,12 @@ func (w *Workspace) UndoWith(ctx context.Context, ref string, opts UndoOptions) 
 	if err != nil {
 		return nil, AsError(err)
 	}
-	if !slices.Equal(latest, links) {
+	switch {
+	case ref == "":
+		if op, err = w.latestAmong(ctx, latest, true); err != nil {
+			return nil, err
+		}
+	case !slices.Equal(latest, links):
 		if op, err = w.opAmong(ctx, op.ID, latest); err != nil {
 			return nil, err
 		}

@@ -139,17 +139,13 @@ rest of OP stays as it is; a later undo of OP takes back what is left.`,
 				return err
 			}
 			defer ws.Close()
-			ref := ""
+			// No op named: the library picks the newest apply not undone
+			// yet, under the workspace lock.
+			ref, what := "", "the newest op"
 			if len(args) == 1 {
-				ref = args[0]
-			} else {
-				op, err := ws.LatestOp(ctx, true)
-				if err != nil {
-					return err
-				}
-				ref = op.ID
+				ref, what = args[0], args[0]
 			}
-			work := g.longWork("undoing " + ref)
+			work := g.longWork("undoing " + what)
 			res, err := ws.UndoWith(ctx, ref, opts)
 			work.end()
 			if err != nil {
