@@ -158,23 +158,49 @@ func (w *Workspace) LatestOp(ctx context.Context, undoable bool) (*Op, error) {
 
 // latestAmong is LatestOp among links.
 func (w *Workspace) latestAmong(ctx context.Context, links []state.OpLink, undoable bool) (*Op, error) {
+	if undoable {
+		id, op, err := w.newestLiveApply(ctx, links)
+		if err != nil || op != nil {
+			return op, err
+		}
+		return w.opAmong(ctx, id, links)
+	}
+	if len(links) == 0 {
+		return nil, errorf(CodeOpNotFound, "workspace %s has no op", quote.Path(w.path))
+	}
+	return w.opAmong(ctx, links[len(links)-1].ID, links)
+}
+
+// newestLiveApply finds among links the newest apply not wholly undone
+// yet. An apply no undo names is live without reading its record: then
+// only its id comes back, and op is nil. One an undo names is read (only
+// the records say whether the undos took back all of its paths), and
+// comes back as op when it is live. With none, the error is
+// CodeOpNotFound.
+func (w *Workspace) newestLiveApply(ctx context.Context, links []state.OpLink) (id string, op *Op, err error) {
+	named := map[string]bool{}
+	for _, l := range links {
+		if l.Undoes != "" {
+			named[l.Undoes] = true
+		}
+	}
 	for i := len(links) - 1; i >= 0; i-- {
-		if undoable && links[i].Kind != state.OpApply {
+		l := links[i]
+		if l.Kind != state.OpApply {
 			continue
 		}
-		op, err := w.opAmong(ctx, links[i].ID, links)
+		if !named[l.ID] {
+			return l.ID, nil, nil
+		}
+		op, err := w.opAmong(ctx, l.ID, links)
 		if err != nil {
-			return nil, err
+			return "", nil, err
 		}
-		if !undoable || op.UndoneBy == "" {
-			return op, nil
+		if op.UndoneBy == "" {
+			return l.ID, op, nil
 		}
 	}
-	what := "no op"
-	if undoable {
-		what = "no applied op that is not undone yet"
-	}
-	return nil, errorf(CodeOpNotFound, "workspace %s has %s", quote.Path(w.path), what)
+	return "", nil, errorf(CodeOpNotFound, "workspace %s has no applied op that is not undone yet", quote.Path(w.path))
 }
 
 // findOp is Op, with the list of every op's links it was found among: the

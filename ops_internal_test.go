@@ -53,12 +53,12 @@ func TestOpAgreesWithOps(t *testing.T) {
 				if rng.IntN(4) == 0 {
 					// No op named: the newest apply not undone yet.
 					want, lerr := ws.LatestOp(ctx, true)
-					res, err := ws.UndoWith(ctx, "", UndoOptions{})
+					res, err := ws.UndoWith(ctx, "", UndoOptions{Newest: true})
 					switch {
 					case lerr != nil && !errors.Is(err, ErrNotFound):
-						t.Fatalf("UndoWith(\"\") with no apply to undo (%v): %v, %v", lerr, res, err)
+						t.Fatalf("UndoWith(Newest) with no apply to undo (%v): %v, %v", lerr, res, err)
 					case lerr == nil && err == nil && res.Undoes != want.ID:
-						t.Fatalf("UndoWith(\"\") undid %s; the newest apply not undone is %s", res.Undoes, want.ID)
+						t.Fatalf("UndoWith(Newest) undid %s; the newest apply not undone is %s", res.Undoes, want.ID)
 					case lerr == nil && err == nil:
 						unnamed++
 					}
@@ -198,5 +198,41 @@ func TestStatusListsItsStageOps(t *testing.T) {
 	}
 	if !slices.Equal(st.Ops, want) {
 		t.Fatalf("status ops = %v, want %v", st.Ops, want)
+	}
+}
+
+// TestUndoNamesItsOp: an empty op name is no name. Only Newest takes back
+// the newest apply, and it takes no name besides.
+func TestUndoNamesItsOp(t *testing.T) {
+	ctx := context.Background()
+	work, state := t.TempDir(), t.TempDir()
+	ws, err := Open(ctx, work, Options{StateDir: state})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ws.Close()
+	if _, err := ws.UndoWith(ctx, "", UndoOptions{Newest: true}); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("newest undo with no op at all: %v; want not found", err)
+	}
+	applyFiles(t, ctx, ws, work, 0, 1)
+	op, err := ws.LatestOp(ctx, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res, err := ws.UndoWith(ctx, "", UndoOptions{}); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("undo of op \"\": %v, %v; want not found", res, err)
+	}
+	if res, err := ws.UndoWith(ctx, op.ID, UndoOptions{Newest: true}); err == nil || AsError(err).Code != CodeUsage {
+		t.Fatalf("newest undo naming %s: %v, %v; want %s", op.ID, res, err, CodeUsage)
+	}
+	if got, err := ws.LatestOp(ctx, true); err != nil || got.ID != op.ID {
+		t.Fatalf("after the refusals the newest apply is %v, %v; want %s untouched", got, err, op.ID)
+	}
+	res, err := ws.UndoWith(ctx, "", UndoOptions{Newest: true})
+	if err != nil || res.Undoes != op.ID {
+		t.Fatalf("newest undo: %v, %v; want it to undo %s", res, err, op.ID)
+	}
+	if _, err := ws.UndoWith(ctx, "", UndoOptions{Newest: true}); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("newest undo with every apply undone: %v; want not found", err)
 	}
 }

@@ -29,6 +29,12 @@ type UndoOptions struct {
 	// Exclude selectors leave paths of the op as they are; each must
 	// select a path of the op.
 	Exclude []string
+	// Newest takes back the newest apply not wholly undone yet (the op
+	// LatestOp(ctx, true) names), chosen when the undo starts, as a named
+	// one is: if another undo takes it back while this one waits for the
+	// workspace lock, this one is refused rather than taking the next. The
+	// ref must then be empty.
+	Newest bool
 }
 
 // Undo reverses op ref as a new op: every path it wrote gets back what it
@@ -43,9 +49,7 @@ func (w *Workspace) Undo(ctx context.Context, ref string) (*UndoResult, error) {
 // UndoWith is Undo of the part of op ref that opts selects: all or nothing
 // for the selected paths, with the same checks, recorded as its own op with
 // its own receipt. Paths an earlier partial undo took back are left out; an
-// op whose paths have all been taken back is undone. An empty ref names the
-// newest apply not wholly undone yet (LatestOp(ctx, true)), chosen under
-// the workspace lock, so that its record is read once.
+// op whose paths have all been taken back is undone.
 func (w *Workspace) UndoWith(ctx context.Context, ref string, opts UndoOptions) (*UndoResult, error) {
 	sels, err := parsePaths(opts.Paths)
 	if err != nil {
@@ -55,10 +59,23 @@ func (w *Workspace) UndoWith(ctx context.Context, ref string, opts UndoOptions) 
 	if err != nil {
 		return nil, err
 	}
+	// The op is chosen now, before the lock is waited for: a wrong name
+	// is told at once, and what was asked for is what gets undone.
 	var op *Op
 	var links []state.OpLink
-	if ref != "" {
-		// Named: a wrong name is told before the lock is waited for.
+	switch {
+	case opts.Newest && ref != "":
+		return nil, errorf(CodeUsage, "an undo of the newest apply names no op (got %q)", ref)
+	case opts.Newest:
+		if links, err = w.db.ListOpLinks(ctx, w.id); err != nil {
+			return nil, AsError(err)
+		}
+		// Its record is read under the lock, unless it had to be read
+		// to choose it.
+		if ref, op, err = w.newestLiveApply(ctx, links); err != nil {
+			return nil, err
+		}
+	default:
 		if op, links, err = w.findOp(ctx, ref); err != nil {
 			return nil, err
 		}
@@ -74,13 +91,8 @@ func (w *Workspace) UndoWith(ctx context.Context, ref string, opts UndoOptions) 
 	if err != nil {
 		return nil, AsError(err)
 	}
-	switch {
-	case ref == "":
-		if op, err = w.latestAmong(ctx, latest, true); err != nil {
-			return nil, err
-		}
-	case !slices.Equal(latest, links):
-		if op, err = w.opAmong(ctx, op.ID, latest); err != nil {
+	if op == nil || !slices.Equal(latest, links) {
+		if op, err = w.opAmong(ctx, ref, latest); err != nil {
 			return nil, err
 		}
 	}

@@ -139,14 +139,16 @@ rest of OP stays as it is; a later undo of OP takes back what is left.`,
 				return err
 			}
 			defer ws.Close()
-			// No op named: the library picks the newest apply not undone
-			// yet, under the workspace lock.
-			ref, what := "", "the newest op"
+			// No op named: the newest apply not undone yet, which the
+			// library finds reading its record once.
+			ref, what := "", "the newest apply"
 			if len(args) == 1 {
 				ref, what = args[0], args[0]
 			}
+			undo := opts
+			undo.Newest = len(args) == 0
 			work := g.longWork("undoing " + what)
-			res, err := ws.UndoWith(ctx, ref, opts)
+			res, err := ws.UndoWith(ctx, ref, undo)
 			work.end()
 			if err != nil {
 				return err
