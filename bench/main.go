@@ -30,7 +30,10 @@
 //
 // The tree is copied into a scratch workspace (under -scratch, default the
 // system's temporary directory), and wtx keeps its state beside it
-// (WTX_STATE_DIR). Each scenario runs -runs times; the table gives the
+// (WTX_STATE_DIR). The header names the filesystem that holds it, and for
+// ext4 whether it keeps a journal: without one, ext4 skips recently freed
+// inodes one by one when it makes a file, so the rows that create and
+// remove many files depend on what ran before them (a note says so). Each scenario runs -runs times; the table gives the
 // median wall time of the wtx command and of its baseline, their ratio (wtx
 // / baseline: below 1 means wtx is faster), the target ratio and whether it
 // is met, and the wtx command's peak memory (max RSS of the wtx process,
