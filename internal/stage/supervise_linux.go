@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -89,6 +90,7 @@ type supervisor struct {
 	stopped     []Proc
 	seen        map[int]bool
 	report      *os.File
+	listErr     bool // a failure to list the container was said
 }
 
 // supervise runs the command of s under a supervisor and returns the exit
@@ -362,8 +364,15 @@ func (sv *supervisor) reap() {
 // container is frozen first (see freeze), listed, signalled, and thawed:
 // a stopped process cannot fork, so the list holds every process the
 // signal reaches. A process that catches sig handles it once thawed.
+//
+// A container that cannot be listed is signalled all the same; what it
+// held goes unnamed, and the supervisor says why, once.
 func (sv *supervisor) signalAll(sig unix.Signal) {
-	procs := sv.freeze()
+	procs, err := sv.freeze()
+	if err != nil && !sv.listErr {
+		sv.listErr = true
+		fmt.Fprintf(os.Stderr, "wtx: stage: the processes the command left cannot all be named: %v\n", err)
+	}
 	for _, p := range procs {
 		if !sv.seen[p.PID] {
 			sv.seen[p.PID] = true
@@ -397,7 +406,7 @@ const freezeRounds = 64
 // and the kernel lets no fork in flight finish once its parent has the
 // signal pending. Elsewhere each process is stopped by pid, and the list
 // is read again until a round finds nothing new.
-func (sv *supervisor) freeze() []Proc {
+func (sv *supervisor) freeze() ([]Proc, error) {
 	if failpoint.Disabled(disableFreeze) {
 		return descendants()
 	}
@@ -407,8 +416,13 @@ func (sv *supervisor) freeze() []Proc {
 	}
 	stoppedPID := map[int]bool{}
 	var procs []Proc
+	var first error
 	for range freezeRounds {
-		procs = descendants()
+		var err error
+		procs, err = descendants()
+		if first == nil {
+			first = err
+		}
 		fresh := false
 		for _, p := range procs {
 			if !stoppedPID[p.PID] {
@@ -420,26 +434,27 @@ func (sv *supervisor) freeze() []Proc {
 			break
 		}
 	}
-	return procs
+	return procs, first
 }
 
 // descendants lists the live processes below this one, from /proc,
-// ordered by pid.
-func descendants() []Proc {
+// ordered by pid. A process that ends while it is read is left out; any
+// other failure to read /proc is returned with what could be listed.
+func descendants() ([]Proc, error) {
 	self, err := os.Readlink("/proc/self")
 	if err != nil {
-		return nil
+		return nil, err
 	}
 	me, err := strconv.Atoi(self)
 	if err != nil {
-		return nil
+		return nil, fmt.Errorf("/proc/self is %q", self)
 	}
 	d, err := os.Open("/proc")
 	if err != nil {
-		return nil
+		return nil, err
 	}
-	names, _ := d.Readdirnames(-1) // a partial list is the best there is
-	d.Close()
+	names, first := d.Readdirnames(-1) // what it read before an error is listed
+	_ = d.Close()                      // read-only: nothing to lose
 	children := map[int][]int{}
 	comm := map[int]string{}
 	zombie := map[int]bool{} // ended, not reaped yet: nothing to stop
@@ -450,7 +465,10 @@ func descendants() []Proc {
 		}
 		raw, err := os.ReadFile("/proc/" + n + "/stat")
 		if err != nil {
-			continue
+			if first == nil && !errors.Is(err, fs.ErrNotExist) && !errors.Is(err, unix.ESRCH) {
+				first = err
+			}
+			continue // it has ended since
 		}
 		// pid (comm) state ppid ...: comm may hold any byte but NUL.
 		open, close := bytes.IndexByte(raw, '('), bytes.LastIndexByte(raw, ')')
@@ -484,7 +502,7 @@ func descendants() []Proc {
 		}
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].PID < out[j].PID })
-	return out
+	return out, first
 }
 
 // execMain is the last step: in the command's directory, with every

@@ -356,7 +356,8 @@ func TestL002_LeftoversNamedWhileForking(t *testing.T) {
 			// unnamed runs up to rounds commands with env and counts the
 			// forked processes the answer does not name; with untilMiss
 			// it stops at the first round that misses one.
-			unnamed := func(env []string, rounds int, untilMiss bool) (missed, total int) {
+			// A round that misses one is described in why.
+			unnamed := func(env []string, rounds int, untilMiss bool) (missed, total int, why string) {
 				for i := range rounds {
 					dir := t.TempDir()
 					pids, ready := filepath.Join(dir, "pids"), filepath.Join(dir, "ready")
@@ -377,14 +378,19 @@ func TestL002_LeftoversNamedWhileForking(t *testing.T) {
 						named[p.PID] = true
 					}
 					raw, _ := os.ReadFile(pids) // absent when the loop was stopped before its first fork
+					var missedHere []int
 					for _, f := range strings.Fields(string(raw)) {
 						var pid int
 						if _, err := fmt.Sscanf(f, "%d", &pid); err == nil {
 							total++
 							if !named[pid] {
 								missed++
+								missedHere = append(missedHere, pid)
 							}
 						}
+					}
+					if len(missedHere) > 0 && why == "" {
+						why = fmt.Sprintf("round %d: forked %s; unnamed %v; stopped %v; stderr %q", i, strings.Fields(string(raw)), missedHere, ans.Stopped, r.stderr)
 					}
 					if left := l002Procs(marker); len(left) > 0 {
 						t.Fatalf("round %d: processes the command started outlive wtx run: %v", i, left)
@@ -393,10 +399,10 @@ func TestL002_LeftoversNamedWhileForking(t *testing.T) {
 						break
 					}
 				}
-				return missed, total
+				return missed, total, why
 			}
-			if missed, total := unnamed(v.env, rounds, false); missed > 0 {
-				t.Errorf("%d of %d processes forked before the stop were stopped unnamed", missed, total)
+			if missed, total, why := unnamed(v.env, rounds, false); missed > 0 {
+				t.Errorf("%d of %d processes forked before the stop were stopped unnamed\n%s", missed, total, why)
 			}
 			if len(v.env) > 0 {
 				// Under a subreaper each process is signalled by pid: one
@@ -408,7 +414,7 @@ func TestL002_LeftoversNamedWhileForking(t *testing.T) {
 			// Negative control: listed while it runs, a process forked
 			// during the listing is missed. Whether a fork lands in that
 			// window is a race, so it runs until one does, within a bound.
-			if missed, total := unnamed([]string{"WTX_DISABLE=contain-freeze"}, controlRounds, true); missed == 0 {
+			if missed, total, _ := unnamed([]string{"WTX_DISABLE=contain-freeze"}, controlRounds, true); missed == 0 {
 				t.Errorf("negative control (no freeze): all %d forked processes of %d rounds were named: the test cannot fail", total, controlRounds)
 			} else {
 				t.Logf("negative control (no freeze): %d of %d forked processes unnamed", missed, total)
