@@ -19,6 +19,12 @@ import (
 // the SDK's client to it.
 func session(t *testing.T, files map[string]string) (*mcp.ClientSession, string) {
 	t.Helper()
+	return sessionWith(t, files)
+}
+
+// sessionWith is session with flags for `wtx mcp`.
+func sessionWith(t *testing.T, files map[string]string, flags ...string) (*mcp.ClientSession, string) {
+	t.Helper()
 	bin := wtxtest.Binary(t, false)
 	root := t.TempDir()
 	ws, state := filepath.Join(root, "ws"), filepath.Join(root, "state")
@@ -31,7 +37,7 @@ func session(t *testing.T, files map[string]string) (*mcp.ClientSession, string)
 			t.Fatal(err)
 		}
 	}
-	cmd := exec.Command(bin, "-C", ws, "mcp")
+	cmd := exec.Command(bin, append([]string{"-C", ws, "mcp"}, flags...)...)
 	cmd.Env = append(os.Environ(), "WTX_STATE_DIR="+state)
 	cmd.Stderr = os.Stderr
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)

@@ -95,20 +95,18 @@ func (h *handlers) undo(ctx context.Context, _ *mcp.CallToolRequest, in UndoIn) 
 	}
 	defer ws.Close()
 	ref := in.Op
-	if ref == "" {
-		// As the command line: the newest apply not undone yet, so a
-		// second undo walks further back rather than redoing.
-		op, err := ws.LatestOp(ctx, true)
-		if err != nil {
-			return nil, answer.Undo{}, h.fail("undo", "", err)
-		}
-		ref = op.ID
-	}
 	if !h.cfg.AllowApprove {
 		// Agents propose, people approve (L-005): an undo writes the
 		// workspace like an apply, so an op that wrote protected paths is
-		// a person's to reverse.
-		op, err := ws.Op(ctx, ref)
+		// a person's to reverse. With no op named, the one checked is the
+		// newest apply not undone yet, and the undo is of that op: one
+		// undone meanwhile is then refused, not passed over.
+		var op *wtx.Op
+		if ref == "" {
+			op, err = ws.LatestOp(ctx, true)
+		} else {
+			op, err = ws.Op(ctx, ref)
+		}
 		if err != nil {
 			return nil, answer.Undo{}, h.fail("undo", "", err)
 		}
@@ -121,8 +119,12 @@ func (h *handlers) undo(ctx context.Context, _ *mcp.CallToolRequest, in UndoIn) 
 				Message: fmt.Sprintf("op %s wrote %d protected path(s) and this server does not approve changes to them: a person undoes it from the command line", op.ID, rc.ProtectedPaths),
 				Repairs: []wtx.Repair{{Action: "person-undo", Detail: "a person reverses the op", Command: "wtx undo " + op.ID}}})
 		}
+		ref = op.ID
 	}
-	res, err := ws.UndoWith(ctx, ref, wtx.UndoOptions{Paths: in.Paths, Exclude: in.Exclude})
+	// As the command line: with no op named, the newest apply not undone
+	// yet, chosen under the workspace lock, so a second undo walks further
+	// back rather than redoing.
+	res, err := ws.UndoWith(ctx, ref, wtx.UndoOptions{Paths: in.Paths, Exclude: in.Exclude, Newest: ref == ""})
 	if err != nil {
 		return nil, answer.Undo{}, h.fail("undo", "", err)
 	}

@@ -81,3 +81,52 @@ func TestMCPUndoSelectsAndRepairs(t *testing.T) {
 		t.Fatalf("after the offered undo: a=%q c=%q", read("a.txt"), read("c.txt"))
 	}
 }
+
+// TestMCPUndoOfNoOpWalksBack: an undo that names no op takes back the
+// newest apply not undone yet, so a second one takes back the apply before
+// it, and a third, with none left, is not-found.op; whether the server
+// checks protected paths first (the default) or not (--allow-approve).
+func TestMCPUndoOfNoOpWalksBack(t *testing.T) {
+	for _, server := range []struct {
+		name  string
+		flags []string
+	}{{"protects", nil}, {"approves", []string{"--allow-approve"}}} {
+		t.Run(server.name, func(t *testing.T) {
+			cs, ws := sessionWith(t, map[string]string{"a.txt": "a\n", "b.txt": "b\n"}, server.flags...)
+			var ops []string
+			for _, p := range []string{"a.txt", "b.txt"} {
+				var begin struct{ Tx string }
+				call(t, cs, "begin", map[string]any{}, &begin)
+				if msg := call(t, cs, "write", map[string]any{"tx": begin.Tx, "path": p, "content": p + " new\n"}, nil); msg != "" {
+					t.Fatal(msg)
+				}
+				var ap struct {
+					OpID *string `json:"op_id"`
+				}
+				if msg := call(t, cs, "apply", map[string]any{"tx": begin.Tx}, &ap); msg != "" || ap.OpID == nil {
+					t.Fatalf("apply: %s", msg)
+				}
+				ops = append(ops, *ap.OpID)
+			}
+			read := func(p string) string {
+				data, _ := os.ReadFile(filepath.Join(ws, p))
+				return string(data)
+			}
+			for i, want := range []struct{ op, a, b string }{
+				{ops[1], "a.txt new\n", "b\n"},
+				{ops[0], "a\n", "b\n"},
+			} {
+				var un struct{ Undoes string }
+				if msg := call(t, cs, "undo", map[string]any{}, &un); msg != "" || un.Undoes != want.op {
+					t.Fatalf("undo %d: %s, undoes %q, want %q", i+1, msg, un.Undoes, want.op)
+				}
+				if read("a.txt") != want.a || read("b.txt") != want.b {
+					t.Fatalf("after undo %d: a=%q b=%q", i+1, read("a.txt"), read("b.txt"))
+				}
+			}
+			if e := inToolTerms(t, call(t, cs, "undo", map[string]any{}, nil)); e.Error.Code != "not-found.op" {
+				t.Fatalf("undo with no apply left: %+v", e)
+			}
+		})
+	}
+}
