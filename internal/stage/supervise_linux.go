@@ -438,8 +438,9 @@ func (sv *supervisor) freeze() ([]Proc, error) {
 }
 
 // descendants lists the live processes below this one, from /proc,
-// ordered by pid. A process that ends while it is read is left out; any
-// other failure to read /proc is returned with what could be listed.
+// ordered by pid. A process that ends while it is read, or that this one
+// may not read, is left out; any other failure to read /proc is returned
+// with what could be listed.
 func descendants() ([]Proc, error) {
 	self, err := os.Readlink("/proc/self")
 	if err != nil {
@@ -465,10 +466,12 @@ func descendants() ([]Proc, error) {
 		}
 		raw, err := os.ReadFile("/proc/" + n + "/stat")
 		if err != nil {
-			if first == nil && !errors.Is(err, fs.ErrNotExist) && !errors.Is(err, unix.ESRCH) {
+			// Ended since (not found), or another user's where /proc
+			// hides those (hidepid): neither is the command's to name.
+			if first == nil && !errors.Is(err, fs.ErrNotExist) && !errors.Is(err, unix.ESRCH) && !errors.Is(err, fs.ErrPermission) {
 				first = err
 			}
-			continue // it has ended since
+			continue
 		}
 		// pid (comm) state ppid ...: comm may hold any byte but NUL.
 		open, close := bytes.IndexByte(raw, '('), bytes.LastIndexByte(raw, ')')
