@@ -28,12 +28,7 @@ func TestOpAgreesWithOps(t *testing.T) {
 	for seed := uint64(1); seed <= 6; seed++ {
 		t.Run(fmt.Sprint(seed), func(t *testing.T) {
 			rng := rand.New(rand.NewPCG(seed, 9))
-			work, state := t.TempDir(), t.TempDir()
-			ws, err := Open(ctx, work, Options{StateDir: state})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer ws.Close()
+			ws, work := openFresh(t, ctx)
 			checkLatestOp(t, ctx, ws) // no op at all
 			for i := 0; i < 16; i++ {
 				ops, err := ws.Ops(ctx)
@@ -107,6 +102,19 @@ func TestOpAgreesWithOps(t *testing.T) {
 	}
 }
 
+// openFresh opens a new workspace with a state root of its own; it is
+// closed when the test ends.
+func openFresh(t *testing.T, ctx context.Context) (*Workspace, string) {
+	t.Helper()
+	work := t.TempDir()
+	ws, err := Open(ctx, work, Options{StateDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = ws.Close() }) // a close error says nothing of the test
+	return ws, work
+}
+
 // checkLatestOp compares LatestOp, which reads the candidates only, with
 // the newest op and the newest apply not wholly undone as Ops reports them.
 func checkLatestOp(t *testing.T, ctx context.Context, ws *Workspace) {
@@ -161,12 +169,7 @@ func applyFiles(t *testing.T, ctx context.Context, ws *Workspace, work string, i
 // it, oldest first, and no op of another stage or an undo of no stage.
 func TestStatusListsItsStageOps(t *testing.T) {
 	ctx := context.Background()
-	work, state := t.TempDir(), t.TempDir()
-	ws, err := Open(ctx, work, Options{StateDir: state})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ws.Close()
+	ws, work := openFresh(t, ctx)
 	a, err := ws.Begin(ctx, BeginOptions{Backend: "copy"})
 	if err != nil {
 		t.Fatal(err)
@@ -205,12 +208,7 @@ func TestStatusListsItsStageOps(t *testing.T) {
 // the newest apply, and it takes no name besides.
 func TestUndoNamesItsOp(t *testing.T) {
 	ctx := context.Background()
-	work, state := t.TempDir(), t.TempDir()
-	ws, err := Open(ctx, work, Options{StateDir: state})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ws.Close()
+	ws, work := openFresh(t, ctx)
 	if _, err := ws.UndoWith(ctx, "", UndoOptions{Newest: true}); !errors.Is(err, ErrNotFound) {
 		t.Fatalf("newest undo with no op at all: %v; want not found", err)
 	}

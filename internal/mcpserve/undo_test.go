@@ -5,17 +5,17 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
-// TestMCPUndoSelectsAndRepairs: the undo tool takes paths and exclude like
-// the command line's undo; a refusal because a path changed outside wtx
-// offers, as a tool call, the undo that leaves that path out, and that call
-// takes back the rest. A selection that selects nothing is an error.
-func TestMCPUndoSelectsAndRepairs(t *testing.T) {
-	cs, ws := session(t, map[string]string{"a.txt": "a\n", "c.txt": "c\n", "d.txt": "d\n"})
+// applyNew writes "PATH new\n" to each path in a new stage, applies it and
+// returns the op's id.
+func applyNew(t *testing.T, cs *mcp.ClientSession, paths ...string) string {
+	t.Helper()
 	var begin struct{ Tx string }
 	call(t, cs, "begin", map[string]any{}, &begin)
-	for _, p := range []string{"a.txt", "c.txt", "d.txt"} {
+	for _, p := range paths {
 		if msg := call(t, cs, "write", map[string]any{"tx": begin.Tx, "path": p, "content": p + " new\n"}, nil); msg != "" {
 			t.Fatal(msg)
 		}
@@ -26,7 +26,16 @@ func TestMCPUndoSelectsAndRepairs(t *testing.T) {
 	if msg := call(t, cs, "apply", map[string]any{"tx": begin.Tx}, &ap); msg != "" || ap.OpID == nil {
 		t.Fatalf("apply: %s", msg)
 	}
-	op := *ap.OpID
+	return *ap.OpID
+}
+
+// TestMCPUndoSelectsAndRepairs: the undo tool takes paths and exclude like
+// the command line's undo; a refusal because a path changed outside wtx
+// offers, as a tool call, the undo that leaves that path out, and that call
+// takes back the rest. A selection that selects nothing is an error.
+func TestMCPUndoSelectsAndRepairs(t *testing.T) {
+	cs, ws := session(t, map[string]string{"a.txt": "a\n", "c.txt": "c\n", "d.txt": "d\n"})
+	op := applyNew(t, cs, "a.txt", "c.txt", "d.txt")
 	read := func(p string) string {
 		data, _ := os.ReadFile(filepath.Join(ws, p))
 		return string(data)
@@ -93,21 +102,7 @@ func TestMCPUndoOfNoOpWalksBack(t *testing.T) {
 	}{{"protects", nil}, {"approves", []string{"--allow-approve"}}} {
 		t.Run(server.name, func(t *testing.T) {
 			cs, ws := sessionWith(t, map[string]string{"a.txt": "a\n", "b.txt": "b\n"}, server.flags...)
-			var ops []string
-			for _, p := range []string{"a.txt", "b.txt"} {
-				var begin struct{ Tx string }
-				call(t, cs, "begin", map[string]any{}, &begin)
-				if msg := call(t, cs, "write", map[string]any{"tx": begin.Tx, "path": p, "content": p + " new\n"}, nil); msg != "" {
-					t.Fatal(msg)
-				}
-				var ap struct {
-					OpID *string `json:"op_id"`
-				}
-				if msg := call(t, cs, "apply", map[string]any{"tx": begin.Tx}, &ap); msg != "" || ap.OpID == nil {
-					t.Fatalf("apply: %s", msg)
-				}
-				ops = append(ops, *ap.OpID)
-			}
+			ops := []string{applyNew(t, cs, "a.txt"), applyNew(t, cs, "b.txt")}
 			read := func(p string) string {
 				data, _ := os.ReadFile(filepath.Join(ws, p))
 				return string(data)
