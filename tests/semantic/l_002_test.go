@@ -3,6 +3,7 @@ package semantic
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io/fs"
 	"os"
@@ -440,5 +441,89 @@ func TestL002NamesIsWhole(t *testing.T) {
 		if got := l002Names([]byte(c.cmdline), c.marker); got != c.want {
 			t.Errorf("l002Names(%q, %q) = %v, want %v", c.cmdline, c.marker, got, c.want)
 		}
+	}
+}
+
+// TestL002_HiddenProcessesAreNoFailure: where /proc hides other users'
+// processes (hidepid), an ordinary user's run under a subreaper still
+// names what its command left, and does not say it could not list them:
+// a process /proc will not let it read is not one of its own. Root sets
+// the scene in a mount and PID namespace of its own (unshare), so the
+// host's /proc is untouched.
+func TestL002_HiddenProcessesAreNoFailure(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to mount a /proc with hidepid")
+	}
+	for _, tool := range []string{"unshare", "setpriv"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			t.Skipf("%s: %v", tool, err)
+		}
+	}
+	bin := wtxtest.Binary(t, true)
+	base := t.TempDir()
+	ws := filepath.Join(base, "ws")
+	if err := os.Mkdir(ws, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(ws, "a"), []byte("a\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	// The ordinary user (nobody) owns the workspace and its state.
+	const nobody = 65534
+	for _, p := range []string{base, ws, filepath.Join(ws, "a")} {
+		if err := os.Lchown(p, nobody, nobody); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// t.TempDir's own directory is root's alone; what is above it must
+	// already let others through.
+	if err := os.Chmod(filepath.Dir(base), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for d := filepath.Dir(filepath.Dir(base)); ; d = filepath.Dir(d) {
+		if fi, err := os.Stat(d); err != nil || fi.Mode().Perm()&0o001 == 0 {
+			t.Skipf("%s does not let an ordinary user through", d)
+		}
+		if d == "/" {
+			break
+		}
+	}
+	// A copy of the binary the ordinary user may run.
+	data, err := os.ReadFile(bin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin = filepath.Join(base, "wtx")
+	if err := os.WriteFile(bin, data, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	// Root's own sleep in the namespace is what /proc hides from nobody.
+	scene := `mount -o remount,hidepid=1 /proc || exit 97
+sleep 1000 & root=$!
+setpriv --reuid=65534 --regid=65534 --clear-groups env -i PATH="$PATH" HOME="$1" WTX_STATE_DIR="$1/state" WTX_DISABLE=contain-ns \
+	"$2" -C "$1/ws" run --backend copy --json -- sh -c 'sleep 1000 & echo $! > left'
+rc=$?
+kill $root
+exit $rc`
+	cmd := exec.Command("unshare", "--mount", "--pid", "--fork", "--mount-proc", "sh", "-c", scene, "scene", base, bin)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err = cmd.Run()
+	var ee *exec.ExitError
+	if errors.As(err, &ee) && ee.ExitCode() == 97 {
+		t.Skipf("cannot mount /proc with hidepid here: %s", stderr.String())
+	}
+	if err != nil {
+		t.Fatalf("wtx run: %v\n%s%s", err, stdout.String(), stderr.String())
+	}
+	if strings.Contains(stderr.String(), "cannot all be named") {
+		t.Errorf("a process hidden by /proc was taken for a failure to list:\n%s", stderr.String())
+	}
+	var ans l002Answer
+	if err := json.Unmarshal(stdout.Bytes(), &ans); err != nil {
+		t.Fatalf("run --json: %v\n%s", err, stdout.String())
+	}
+	if len(ans.Stopped) != 1 || ans.Stopped[0].Comm != "sleep" {
+		t.Errorf("stopped = %+v, want the one sleep the command left", ans.Stopped)
 	}
 }
