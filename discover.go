@@ -66,7 +66,12 @@ func (w *Workspace) From() string { return w.from }
 // log and undo reach its ops. With no boundary, dir itself. The directory found passes the
 // same checks as one given; a repository or project root wtx may not use
 // (the home directory, one that holds the state root) leaves dir as it was.
-func discover(ctx context.Context, db *state.DB, dir, stateDir string, opts Options) (string, Found, error) {
+// A .git or project file that makes a boundary, in a directory the state
+// root does not know, is refused when someone other than the caller or
+// root owns it or its directory, unless the caller trusts it (T-004): a
+// boundary another user planted above the caller would otherwise choose
+// its workspace and that workspace's project file.
+func discover(ctx context.Context, db *state.DB, dir, stateDir string, opts Options, trust trustPolicy) (string, Found, error) {
 	known, err := db.PathsWithHistory(ctx)
 	if err != nil {
 		return "", 0, stateDBError(stateDir, err)
@@ -85,18 +90,23 @@ func discover(ctx context.Context, db *state.DB, dir, stateDir string, opts Opti
 		}
 	}
 	for d := dir; ; d = filepath.Dir(d) {
-		found := FoundKnown
+		found, marker := FoundKnown, ""
 		switch {
 		case set[d]:
 		case hasEntry(d, ".git"):
-			found = FoundGitRoot
+			found, marker = FoundGitRoot, ".git"
 		case hasEntry(d, ProjectFileName):
-			found = FoundProject
+			found, marker = FoundProject, ProjectFileName
 		default:
 			if d == filepath.Dir(d) {
 				return dir, FoundHere, nil
 			}
 			continue
+		}
+		if marker != "" {
+			if err := trust.checkBoundary(d, marker, dir); err != nil {
+				return "", 0, err
+			}
 		}
 		if d == dir {
 			return d, found, nil

@@ -67,6 +67,9 @@ const (
 	CodeStateLost   = "io.state-missing"          // database, journal or blob that should exist is gone (I-005)
 	CodeReserved    = "usage.reserved-name"       // a name wtx keeps for itself (.wtx-tmp-*)
 
+	// Third round: trust boundaries.
+	CodeUntrustedOwner = "precondition.untrusted-owner" // a workspace boundary or project file another user controls (T-004)
+
 	// Flows.
 	CodeRunNotFound     = "not-found.run"              // no flow run by that id or name
 	CodeRunAbandoned    = "precondition.run-abandoned" // the flow run was abandoned

@@ -30,8 +30,23 @@ type Options struct {
 	// the root of the enclosing git repository (a directory holding .git),
 	// else the directory itself. A repository root that could not be a
 	// workspace (the home directory, one holding the state root) is passed
-	// over. Workspace.Found says which.
+	// over; one another user owns is refused (SafeDirectories).
+	// Workspace.Found says which.
 	Discover bool
+	// SafeDirectories are the directories whose workspace boundary (.git,
+	// .wtx.toml) and project file the caller trusts whoever owns them, as
+	// git's safe.directory (T-004). Without one, a boundary that discovery
+	// finds and a project file are obeyed only when they and their
+	// directory are owned by the caller or root (and the project file and
+	// its directory are not writable by every user, unless sticky); else
+	// Open or Begin refuses them with precondition.untrusted-owner. Each
+	// entry is an absolute directory (that directory), the same followed
+	// by "/*" (it and every directory below it), or SafeAll.
+	SafeDirectories []string
+	// SudoUID is, for a caller running as root on behalf of a user (sudo's
+	// SUDO_UID), that user: what they own counts as the caller's. Ignored
+	// unless the caller is root.
+	SudoUID int
 	// NoRecover skips the recovery of interrupted applies that Open
 	// otherwise runs first (for a caller that recovers explicitly).
 	NoRecover bool

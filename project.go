@@ -60,8 +60,25 @@ type projectRaw struct {
 // TOML, an unknown key, a value of the wrong type, a backend it does not
 // know, a selector that is not one: empty, absolute, with a NUL byte, an
 // empty, "." or ".." component, or a bad pattern) is an error with code
-// usage.project-file that names the line.
+// usage.project-file that names the line. It reads the file whoever owns
+// it; Workspace.Project reads it as Begin obeys it, owner checked.
 func LoadProject(root string) (*ProjectFile, error) {
+	return loadProject(root, nil)
+}
+
+// Project reads the workspace's project file as every new stage obeys it
+// (nil and no error when there is none): as LoadProject, and refused as
+// precondition.untrusted-owner when the file or the workspace directory
+// is owned by someone other than the caller or root, or when every user
+// may write the file or replace it, unless the caller trusts the
+// workspace (Options.SafeDirectories) (T-004).
+func (w *Workspace) Project() (*ProjectFile, error) {
+	return loadProject(w.path, func(p string, fi fs.FileInfo) error { return w.trust.checkProject(w.path, p, fi) })
+}
+
+// loadProject is LoadProject with check run on the opened file before it
+// is read.
+func loadProject(root string, check func(p string, fi fs.FileInfo) error) (*ProjectFile, error) {
 	p := filepath.Join(root, ProjectFileName)
 	f, err := os.OpenFile(p, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
 	if errors.Is(err, fs.ErrNotExist) {
@@ -77,6 +94,11 @@ func LoadProject(root string) (*ProjectFile, error) {
 	fi, err := f.Stat()
 	if err != nil {
 		return nil, AsError(err)
+	}
+	if check != nil {
+		if err := check(p, fi); err != nil {
+			return nil, err
+		}
 	}
 	if !fi.Mode().IsRegular() {
 		return nil, projectFileError(p, 0, "is not a regular file")
@@ -192,7 +214,7 @@ func (w *Workspace) withProject(opts BeginOptions) (BeginOptions, error) {
 	if opts.NoProject || failpoint.Disabled("project-defaults") {
 		return opts, nil
 	}
-	f, err := LoadProject(w.path)
+	f, err := w.Project()
 	if err != nil || f == nil {
 		return opts, err
 	}

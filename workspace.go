@@ -38,6 +38,8 @@ type Workspace struct {
 	// from it.
 	from  string
 	found Found
+	// trust is whom the caller trusts with its configuration (T-004).
+	trust trustPolicy
 }
 
 // Recovered returns what Open's recovery of interrupted applies did, or nil
@@ -49,6 +51,10 @@ func (w *Workspace) Recovered() *RecoverResult { return w.recovered }
 // nothing is ever written inside the workspace by Open.
 func Open(ctx context.Context, dir string, opts Options) (*Workspace, error) {
 	path, err := canonicalWorkspace(dir, opts.Home)
+	if err != nil {
+		return nil, err
+	}
+	trust, err := newTrustPolicy(opts)
 	if err != nil {
 		return nil, err
 	}
@@ -86,7 +92,7 @@ func Open(ctx context.Context, dir string, opts Options) (*Workspace, error) {
 	}
 	from, found := path, FoundGiven
 	if opts.Discover {
-		if path, found, err = discover(ctx, db, path, stateDir, opts); err != nil {
+		if path, found, err = discover(ctx, db, path, stateDir, opts, trust); err != nil {
 			db.Close()
 			return nil, err
 		}
@@ -94,6 +100,7 @@ func Open(ctx context.Context, dir string, opts Options) (*Workspace, error) {
 	w := &Workspace{
 		from:     from,
 		found:    found,
+		trust:    trust,
 		path:     path,
 		id:       workspaceID(path),
 		stateDir: stateDir,
