@@ -156,7 +156,7 @@ func (g *globals) fail(command string, err error) int {
 			e = wtx.AsError(err)
 		}
 	}
-	e = withCommands(withHints(e))
+	e = withCommands(trustHints(withHints(e)))
 	code := e.ExitCode()
 	if g.runCommand {
 		switch e.Code {
@@ -251,9 +251,13 @@ func (g *globals) open(ctx context.Context) (*wtx.Workspace, error) {
 	// the workspace itself.
 	// Opening recovers an apply or undo a crash interrupted, which takes
 	// as long as the op did: it gets a progress line like the op's own.
+	safe, sudo, err := g.trustOptions()
+	if err != nil {
+		return nil, err
+	}
 	work := g.longWork("opening the workspace")
 	ws, err := wtx.Open(ctx, dir, wtx.Options{StateDir: sd, Home: g.home(), NoRecover: g.noRecover, Progress: g.meter.report, Discover: g.dir == "",
-		InStage: wtx.InStage{Tx: g.getenv("WTX_TX"), Workspace: g.getenv("WTX_WORKSPACE")}})
+		InStage: wtx.InStage{Tx: g.getenv("WTX_TX"), Workspace: g.getenv("WTX_WORKSPACE")}, SafeDirectories: safe, SudoUID: sudo})
 	work.end()
 	if err != nil {
 		return nil, err
@@ -351,7 +355,7 @@ EXIT STATUS
 		newForkCommand(g), newExportCommand(g), newImportCommand(g))
 	group("agent", newReadCommand(g), newWriteCommand(g), newEditCommand(g), newRmCommand(g),
 		newRebaseCommand(g), newDropOpCommand(g), newBatchCommand(g), newMCPCommand(g), newFlowCommand(g))
-	root.AddCommand(newVersionCommand(g), newGenDocsCommand(g))
+	root.AddCommand(newVersionCommand(g), newGenDocsCommand(g), newSafeDirectoryCommand(g))
 	group("history", newLogCommand(g), newShowCommand(g), newUndoCommand(g), newRecoverCommand(g),
 		newReceiptCommand(g), newGCCommand(g), newFsckCommand(g))
 	root.InitDefaultCompletionCmd()

@@ -71,8 +71,12 @@ or in a JSON configuration:
 			if allowApprove && proposeOnly {
 				return &wtx.Error{Code: wtx.CodeUsage, Message: "--allow-approve and --propose-only exclude each other: a server that cannot apply has nothing to approve"}
 			}
+			safe, sudo, err := g.trustOptions()
+			if err != nil {
+				return err
+			}
 			cfg := mcpserve.Config{Dir: dir, Options: wtx.Options{StateDir: sd, Home: g.home(),
-				InStage: wtx.InStage{Tx: g.getenv("WTX_TX"), Workspace: g.getenv("WTX_WORKSPACE")}}, Version: buildinfo.Read().Version,
+				InStage: wtx.InStage{Tx: g.getenv("WTX_TX"), Workspace: g.getenv("WTX_WORKSPACE")}, SafeDirectories: safe, SudoUID: sudo}, Version: buildinfo.Read().Version,
 				AllowApprove: allowApprove, ProposeOnly: proposeOnly,
 				Log: slog.New(slog.NewTextHandler(g.io.Err, &slog.HandlerOptions{Level: slog.LevelWarn}))}
 			in, out := readCloser(g.io.In), writeCloser(g.io.Out)

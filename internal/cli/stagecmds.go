@@ -10,7 +10,6 @@ import (
 
 	"github.com/wtx-dev/wtx"
 	"github.com/wtx-dev/wtx/internal/answer"
-	"github.com/wtx-dev/wtx/internal/project"
 	"github.com/wtx-dev/wtx/internal/quote"
 )
 
@@ -183,7 +182,7 @@ may be left out when the workspace has exactly one open stage.`,
 			if err != nil {
 				return err
 			}
-			proj, err := project.Load(ws.Path())
+			proj, err := ws.Project()
 			if err != nil {
 				return err
 			}
