@@ -74,6 +74,7 @@ const (
 	FlowDone        FlowStatus = "done"        // every step is behind it
 	FlowFailed      FlowStatus = "failed"      // a step failed; nothing of it was applied
 	FlowReview      FlowStatus = "review"      // a step's stage waits for review
+	FlowRefused     FlowStatus = "refused"     // a reviewed step's apply was refused; its stage is kept: a person decides (T-008)
 	FlowInterrupted FlowStatus = "interrupted" // a step was interrupted; resume runs it again
 	FlowInDoubt     FlowStatus = "in-doubt"    // a step with external effects was interrupted: a person decides
 	FlowAbandoned   FlowStatus = "abandoned"
@@ -108,6 +109,9 @@ type StepResult struct {
 	ProposalDigest string   `json:"proposal_digest,omitempty"`
 	ProposalOps    int      `json:"proposal_ops,omitempty"`
 	Error          *Refusal `json:"error,omitempty"`
+	// Repairs, for a step kept for review whose apply a resume found
+	// refused, are the ways on the refusal offered (its stage is kept).
+	Repairs []Repair `json:"repairs,omitempty"`
 }
 
 // flowStepRecord is a step attempt's row as it travels in an op record.
@@ -351,6 +355,11 @@ func (r *FlowRun) derive(running bool) {
 		r.Status = FlowInterrupted
 	case a.Status == StepFailed:
 		r.Status = FlowFailed
+	case a.Status == StepReview && a.Result != nil && a.Result.Error != nil:
+		r.Status = FlowRefused
+		r.Repairs = append(refusedReviewRepairs(a),
+			Repair{Action: "resume", Detail: "apply it and go on, once the stage or the workspace is put right", Command: "wtx flow resume " + ref}, abandon)
+		return
 	case a.Status == StepReview:
 		r.Status = FlowReview
 		r.Repairs = []Repair{
@@ -415,7 +424,9 @@ func (w *Workspace) ResumeFlow(ctx context.Context, ref string, opts FlowOptions
 }
 
 // AbandonFlow marks run ref abandoned: it never runs again. What its steps
-// applied stays; stages it kept for review are dropped.
+// applied stays; stages it kept for review are dropped, unless one holds
+// changes made since its step kept it (a person's edits, a rebase): then
+// nothing is done and the refusal names it (T-008).
 func (w *Workspace) AbandonFlow(ctx context.Context, ref string) (*FlowRun, error) {
 	run, err := w.FlowRun(ctx, ref)
 	if err != nil {
@@ -426,6 +437,13 @@ func (w *Workspace) AbandonFlow(ctx context.Context, ref string) (*FlowRun, erro
 		return nil, err
 	}
 	defer release()
+	for i := range run.Steps {
+		if a := run.Steps[i].latest(); a != nil && a.Status == StepReview {
+			if err := w.checkReviewUntouched(ctx, run, i, a, "abandoning the run"); err != nil {
+				return nil, err
+			}
+		}
+	}
 	for i := range run.Steps {
 		if a := run.Steps[i].latest(); a != nil && (a.Status == StepReview || a.Status == StepStarted) {
 			if err := w.dropStepStage(ctx, run.ID, i, a); err != nil {
@@ -593,6 +611,9 @@ func (w *Workspace) continueLocked(ctx context.Context, id string, opts FlowOpti
 		case skip:
 			skip = false
 			if a != nil && a.Status == StepReview {
+				if err := w.checkReviewUntouched(ctx, run, n, a, "skipping the step"); err != nil {
+					return nil, err
+				}
 				if err := w.dropStepStage(ctx, id, n, a); err != nil {
 					return nil, err
 				}
@@ -814,17 +835,25 @@ func (w *Workspace) execStep(ctx context.Context, run *FlowRun, n, attempt int, 
 		progress(status)
 		return status == StepReview, nil
 	}
-	return w.applyStep(ctx, run.ID, n, attempt, st, step, res, created, progress)
+	return w.applyStep(ctx, run.ID, n, attempt, st, step, res, created, progress, false)
 }
 
 // applyStep applies the step's stage, recording the step's result with the
 // op in one transaction; a stage with nothing to apply records it alone
 // (there is no workspace change for it to be atomic with).
-func (w *Workspace) applyStep(ctx context.Context, run string, n, attempt int, st *Stage, step *FlowStep, res *StepResult, created time.Time, progress func(StepStatus)) (bool, error) {
+//
+// A stage a step kept for review (reviewed) is never dropped when its apply
+// fails: it holds the command's output and maybe a person's edits, so the
+// attempt stays in review with the refusal and its repairs recorded, and
+// the run stops for a decision (T-008).
+func (w *Workspace) applyStep(ctx context.Context, run string, n, attempt int, st *Stage, step *FlowStep, res *StepResult, created time.Time, progress func(StepStatus), reviewed bool) (bool, error) {
 	rec := &flowStepRecord{RunID: run, Step: n, Attempt: attempt, Status: StepDone, StatusNum: int(StepDone), CreatedAt: created, Result: *res}
 	ar, err := st.Apply(ctx, ApplyOptions{Approve: step.Approve, flowStep: rec})
 	if err != nil {
 		*res = rec.Result
+		if reviewed && !failpoint.Disabled("flow-keep-reviewed") {
+			return true, w.keepReviewed(ctx, run, n, attempt, res, created, st.OfferRebase(ctx, err), progress)
+		}
 		return true, w.failStep(ctx, run, n, attempt, res, created, st, err, progress)
 	}
 	*res = rec.Result
@@ -849,7 +878,8 @@ func (w *Workspace) applyStep(ctx context.Context, run string, n, attempt int, s
 }
 
 // applyReviewed applies a stage a step kept for review, when it is still
-// open; a dropped one makes the step run again.
+// open; a dropped one makes the step run again. A refused apply keeps the
+// stage and stops the run (applyStep).
 func (w *Workspace) applyReviewed(ctx context.Context, run *FlowRun, n int, a *StepAttempt, opts FlowOptions) (bool, error) {
 	step := &run.def.Steps[n]
 	st, err := w.Stage(ctx, a.StageID)
@@ -880,7 +910,9 @@ func (w *Workspace) applyReviewed(ctx context.Context, run *FlowRun, n int, a *S
 		progress(StepDone)
 		return false, nil
 	}
-	return w.applyStep(ctx, run.ID, n, a.Attempt, st, step, res, a.Created, progress)
+	// The refusal of an earlier resume is behind it now.
+	res.Error, res.Repairs = nil, nil
+	return w.applyStep(ctx, run.ID, n, a.Attempt, st, step, res, a.Created, progress, true)
 }
 
 // ops returns the ids of the ops that applied the stage, oldest first.

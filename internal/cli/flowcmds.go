@@ -83,6 +83,7 @@ func (g *globals) flowProgress() func(wtx.StepState) {
 // finishFlow answers a run that ran: the run as JSON or a summary, and an
 // exit status of 1 when it stopped on a failure or a decision.
 func (g *globals) finishFlow(command string, run *wtx.FlowRun) error {
+	withFlowCommands(run)
 	switch run.Status {
 	case wtx.FlowDone, wtx.FlowReview:
 	default:
@@ -99,6 +100,16 @@ func (g *globals) finishFlow(command string, run *wtx.FlowRun) error {
 		}
 	}
 	return nil
+}
+
+// withFlowCommands renders the command of each repair of run that the
+// library gave as data only (a stage to rebase, merge or drop).
+func withFlowCommands(run *wtx.FlowRun) {
+	for i, r := range run.Repairs {
+		if r.Command == "" {
+			run.Repairs[i].Command = repairCommand(r)
+		}
+	}
 }
 
 func writeFlowSummary(w io.Writer, run *wtx.FlowRun) {
@@ -200,7 +211,12 @@ recorded result. A step interrupted before its apply committed runs again; a
 step with a recorded result never does. A step with external effects that was
 interrupted is not run again on its own: --retry runs it again (its effects may
 then happen twice), --skip records it as skipped and goes on. A step kept for
-review is applied. --skip also gets a run past a failed step.`,
+review is applied; when that apply is refused (the workspace moved, a protected
+path, a busy stage) its stage is kept, with the step's change and any edits in
+it, and the run stops as "refused" with the repairs (rebase, merge, drop);
+resume again once the stage or the workspace is put right. --skip also gets a
+run past a failed step; it drops a stage kept for review only while that holds
+exactly what the step left (refusal.changed-since-review otherwise).`,
 		Example: `  wtx flow resume tidy-1
   wtx flow resume tidy-1 --skip`,
 		Args: exactlyOne("run"),
@@ -249,6 +265,7 @@ touched: not even an interrupted apply is recovered.`,
 			if err != nil {
 				return err
 			}
+			withFlowCommands(run)
 			if g.json {
 				return g.emit("flow show", answer.Flow{Run: run})
 			}
@@ -412,7 +429,9 @@ func newFlowAbandonCommand(g *globals) *cobra.Command {
 		Use:   "abandon RUN",
 		Short: "Stop a run for good",
 		Long: `Mark run RUN abandoned: it never runs again. What its steps applied stays (undo
-their ops to take it back); a stage it kept for review is dropped.`,
+their ops to take it back); a stage it kept for review is dropped, unless it
+holds changes made since the step kept it (a person's edits, a rebase): then
+nothing is done (refusal.changed-since-review) until you apply or drop it.`,
 		Args: exactlyOne("run"),
 		RunE: func(c *cobra.Command, args []string) error {
 			ctx := c.Context()

@@ -1,0 +1,111 @@
+package wtx
+
+// A stage a flow step kept for review holds the command's output and,
+// once a person looked at it, maybe their own edits (per-file ops, a run
+// in it, a rebase): no flow action drops it unasked (T-008). A resume
+// whose apply of it is refused (drift, a protected path, a busy stage …)
+// keeps it and stops the run for a decision; skipping the step or
+// abandoning the run drops it only while it holds exactly what the step
+// left there.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/wtx-dev/wtx/internal/failpoint"
+	"github.com/wtx-dev/wtx/internal/quote"
+)
+
+// reviewRepairs are the repairs of a refused apply that a person can take
+// on a kept stage before a resume applies it again, as a flow words them.
+var reviewRepairs = map[RepairAction]string{
+	RepairRebase:      "carry the step's change, with any edits in it, onto the workspace's current content, then resume",
+	RepairRebaseMerge: "merge the drifted files three-way (the step's change and the workspace's both land), then resume",
+	RepairApprove:     "apply it yourself with its protected paths approved; a resume then records the step done",
+	RepairReview:      "look at the step's change",
+}
+
+// keepReviewed records that a resume's apply of a stage kept for review
+// failed with err: the attempt stays in review, with the refusal and the
+// repairs it offered; the stage stays open.
+func (w *Workspace) keepReviewed(ctx context.Context, run string, n, attempt int, res *StepResult, created time.Time, err error, progress func(StepStatus)) error {
+	if errors.Is(err, context.Canceled) {
+		// Interrupted: the apply rolled back, and the attempt stays in
+		// review as it was.
+		return err
+	}
+	ctx = context.WithoutCancel(ctx)
+	e := AsError(err)
+	res.Error = &Refusal{Code: e.Code, Message: e.Message}
+	res.Repairs = nil
+	for _, r := range e.Repairs {
+		if d, ok := reviewRepairs[r.Action]; ok && (r.Stage == res.StageID || r.Stage == "") {
+			// Paths can be many; the stage's own status names them.
+			res.Repairs = append(res.Repairs, Repair{Action: r.Action, Class: r.Class, Detail: d, Stage: res.StageID})
+		}
+	}
+	if perr := w.putStep(ctx, run, n, attempt, StepReview, res, created); perr != nil {
+		return perr
+	}
+	progress(StepReview)
+	return nil
+}
+
+// refusedReviewRepairs are the ways on from a stage kept for review whose
+// apply was refused: what the refusal offered, then looking at it and
+// dropping it (a resume then runs the step again).
+func refusedReviewRepairs(a *StepAttempt) []Repair {
+	out := []Repair{}
+	review := false
+	for _, r := range a.Result.Repairs {
+		out = append(out, r)
+		review = review || r.Action == RepairReview
+	}
+	if !review {
+		out = append(out, Repair{Action: RepairReview, Detail: "look at the step's change", Stage: a.StageID})
+	}
+	return append(out, Repair{Action: RepairRestage, Detail: "drop it, the step's change and any edits in it; a resume then runs the step again", Stage: a.StageID})
+}
+
+// checkReviewUntouched refuses action (skipping a step, abandoning a run)
+// when the stage that step n's attempt a kept for review is open and holds
+// other changes than the step left there, or when that cannot be told.
+func (w *Workspace) checkReviewUntouched(ctx context.Context, run *FlowRun, n int, a *StepAttempt, action string) error {
+	if failpoint.Disabled("flow-keep-reviewed") || a.StageID == "" {
+		return nil
+	}
+	st, err := w.Stage(ctx, a.StageID)
+	if err != nil {
+		if AsError(err).Code == CodeStageNotFound {
+			return nil
+		}
+		return err
+	}
+	if st.State() != StateOpen {
+		return nil
+	}
+	cs, err := st.Changes(ctx, nil)
+	if err != nil {
+		return err
+	}
+	if a.Result != nil && a.Result.ChangesetDigest != "" && cs.Digest == a.Result.ChangesetDigest {
+		return nil
+	}
+	return &Error{Code: CodeChangedSinceReview,
+		Message: fmt.Sprintf("step %s of %s kept stage %s for review, and it holds changes made since (%d changed path(s) now, first %s); %s would drop them: nothing was done",
+			quote.Text(run.Steps[n].Name), run.ID, st.ID(), len(cs.Changes), firstChangedPath(cs), action),
+		Repairs: []Repair{
+			{Action: RepairReview, Detail: "look at what the stage holds", Stage: st.ID()},
+			{Action: RepairRestage, Detail: "drop it yourself if its changes are not wanted, then do this again", Stage: st.ID()},
+		}}
+}
+
+// firstChangedPath names the first path of cs for a message.
+func firstChangedPath(cs *ChangeSet) string {
+	if len(cs.Changes) == 0 {
+		return "none"
+	}
+	return quote.Path(cs.Changes[0].Path)
+}
