@@ -53,6 +53,9 @@ func newTrustPolicy(opts Options) (trustPolicy, error) {
 	}
 	for _, e := range opts.SafeDirectories {
 		dir, sub := strings.CutSuffix(e, "/*")
+		if sub && dir == "" {
+			dir = "/"
+		}
 		switch {
 		case e == SafeAll:
 			t.all = true

@@ -187,6 +187,9 @@ func safeDirEntry(arg string) (string, error) {
 		return "", usageError{msg: fmt.Sprintf("safe directory %s: a name with a line break cannot be kept one a line", quote.Path(arg))}
 	}
 	dir, below := strings.CutSuffix(arg, "/*")
+	if below && dir == "" {
+		dir = "/"
+	}
 	abs, err := filepath.Abs(dir)
 	if err != nil {
 		return "", wtx.AsError(err)
