@@ -357,8 +357,8 @@ func (r *FlowRun) derive(running bool) {
 		r.Status = FlowFailed
 	case a.Status == StepReview && a.Result != nil && a.Result.Error != nil:
 		r.Status = FlowRefused
-		r.Repairs = append(refusedReviewRepairs(a),
-			Repair{Action: "resume", Detail: "apply it and go on, once the stage or the workspace is put right", Command: "wtx flow resume " + ref}, abandon)
+		resume.Detail = "apply it and go on, once the stage or the workspace is put right"
+		r.Repairs = append(refusedReviewRepairs(a), resume, abandon)
 		return
 	case a.Status == StepReview:
 		r.Status = FlowReview

@@ -5,7 +5,8 @@ package wtx
 // .gitignore is for git. Begin reads it whenever a stage opens, whichever
 // way (begin, run, batch, import, a flow step, the MCP server), unless
 // BeginOptions.NoProject says otherwise; the file itself is protected by
-// default, like .git.
+// default, like .git. A file someone else controls is not obeyed (T-004,
+// trust.go).
 
 import (
 	"bytes"
