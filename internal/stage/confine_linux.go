@@ -121,13 +121,18 @@ func confineAttr(s *nsSpec, a *syscall.SysProcAttr) error {
 		// A copy or clone view is contained by its PID namespace all the
 		// same; without a /proc of its own the last step cannot be
 		// nested (its id maps are written through /proc), so the
-		// command runs in the supervisor's namespaces.
+		// command runs in the supervisor's namespaces, where root could
+		// undo its mounts: unconfined, or refused when it must be.
+		if s.Confine {
+			return &ExecError{Confinement: true, Message: "stage: confinement: no /proc of the command's own PID namespace, so its mounts cannot be locked"}
+		}
 		return nil
 	}
 	if err := nestAttr(a); err != nil {
 		// The command is not started: its caller hears why.
 		return &ExecError{Confinement: true, Message: "stage: " + err.Error()}
 	}
+	s.nested = true
 	return nil
 }
 
@@ -143,17 +148,11 @@ func confineAttr(s *nsSpec, a *syscall.SysProcAttr) error {
 //
 // A copy or clone view lies in the state root itself (s.Keep): it is bound
 // over itself again, from the writable mount beneath, once the state root
-// is read-only.
+// is read-only (not for --read-only: the view is read-only then).
 func hideState(s *nsSpec) error {
-	dir := filepath.Dir(s.Upper) // the stage's directory
-	if s.Upper == "" {
-		dir = filepath.Dir(s.Keep)
-	}
-	if p := filepath.Dir(dir); filepath.Base(p) == "stages" {
-		dir = filepath.Dir(p)
-	}
+	dir := stateDirOf(s)
 	keep := -1
-	if s.Keep != "" {
+	if s.Keep != "" && !s.ReadOnly {
 		fd, err := unix.Open(s.Keep, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 		if err != nil {
 			return fmt.Errorf("open the view %s: %w", s.Keep, err)
@@ -174,6 +173,22 @@ func hideState(s *nsSpec) error {
 		}
 	}
 	return nil
+}
+
+// stateDirOf is the state root of the stage s runs in (or, where it
+// cannot be told, the stage's directory); "" for neither.
+func stateDirOf(s *nsSpec) string {
+	dir := filepath.Dir(s.Upper) // the stage's directory
+	switch {
+	case s.Upper == "" && s.Keep == "":
+		return ""
+	case s.Upper == "":
+		dir = filepath.Dir(s.Keep)
+	}
+	if p := filepath.Dir(dir); filepath.Base(p) == "stages" {
+		dir = filepath.Dir(p)
+	}
+	return dir
 }
 
 // freshProc reports whether /proc is this PID namespace's.

@@ -63,6 +63,10 @@ type Outcome struct {
 	Containment Containment
 	// ExecErr is set when the command could not be executed at all.
 	ExecErr *ExecError
+	// Confined is set when the command ran confined: in namespaces nested
+	// under its supervisor's, where it saw the view at the workspace's own
+	// path and could not undo that (see RunOptions.Confine).
+	Confined bool
 }
 
 // ExecError says why a command could not be executed.
@@ -85,15 +89,17 @@ type report struct {
 	stopped          []Proc
 	containment      Containment
 	execErr          *ExecError
+	confined         bool
 }
 
-const reportVersion = 1
+const reportVersion = 2
 
 func (r *report) encode() []byte {
 	b := []byte{reportVersion}
 	b = appendUvarint(b, uint64(r.exitCode))
 	b = appendUvarint(b, uint64(r.signal))
 	b = binenc.AppendString(b, string(r.containment))
+	b = appendBool(b, r.confined)
 	b = appendUvarint(b, uint64(len(r.stopped)))
 	for _, p := range r.stopped {
 		b = appendUvarint(b, uint64(p.PID))
@@ -122,6 +128,7 @@ func decodeReport(raw []byte) (*report, error) {
 	r := &report{}
 	r.exitCode, r.signal = int(d.Uvarint()), int(d.Uvarint())
 	r.containment = Containment(d.String())
+	r.confined = d.Byte() == 1
 	n := d.Uvarint()
 	if n > uint64(d.Len()) {
 		d.Fail(errors.New("list exceeds data"))

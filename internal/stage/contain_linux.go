@@ -2,6 +2,7 @@ package stage
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -17,6 +18,12 @@ import (
 
 	"github.com/wtx-dev/wtx/internal/failpoint"
 )
+
+// workspaceView is a view that knows the workspace it stages, whose path
+// it is shown at to a confined command.
+type workspaceView interface {
+	workspacePath() string
+}
 
 // helperView is a view whose commands run where the helper builds it.
 type helperView interface {
@@ -64,6 +71,10 @@ func start(v View, cmd *exec.Cmd, opts RunOptions) (*Container, error) {
 		}
 		if isolating() && v.Root() != "" {
 			spec.Isolate, spec.PIDNS, spec.Keep = true, true, v.Root()
+			spec.ReadOnly, spec.NoNetwork, spec.Confine = opts.ReadOnly, opts.NoNetwork, opts.mustConfine()
+			if wv, ok := v.(workspaceView); ok {
+				spec.Workspace = wv.workspacePath()
+			}
 		}
 		env := cmd.Env
 		if env == nil {
@@ -120,9 +131,10 @@ func start(v View, cmd *exec.Cmd, opts RunOptions) (*Container, error) {
 		adoptOrphans()
 	}
 	var fallback *exec.Cmd
-	if spec.Isolate {
+	if spec.Isolate && !spec.Confine {
 		// Where the namespaces cannot be made, the same command under
-		// a subreaper.
+		// a subreaper, unconfined (a run that must be confined is
+		// refused instead).
 		plain := *spec
 		plain.Isolate, plain.PIDNS, plain.Keep = false, false, ""
 		plain.CmdPgid = syscall.Getpgrp()
@@ -148,6 +160,9 @@ func start(v View, cmd *exec.Cmd, opts RunOptions) (*Container, error) {
 		runtime.LockOSThread()
 		defer runtime.UnlockOSThread()
 		err := startHelper(cmd)
+		if err != nil && spec.Isolate && fallback == nil {
+			err = confinementErrorf("cannot confine the command to its view: its namespaces cannot be made here (%v)", err)
+		}
 		if err != nil && fallback != nil {
 			cmd, c.cmd, c.want = fallback, fallback, ContainSubreaper
 			adoptOrphans()
@@ -167,6 +182,9 @@ func start(v View, cmd *exec.Cmd, opts RunOptions) (*Container, error) {
 	if err != nil {
 		reportR.Close()
 		controlW.Close()
+		if errors.Is(err, ErrConfinement) {
+			return nil, err
+		}
 		return nil, fmt.Errorf("start the stage's supervisor: %w", err)
 	}
 	go func() {
@@ -228,7 +246,8 @@ func (c *Container) Wait() (*Outcome, error) {
 		if err != nil {
 			return nil, err
 		}
-		return &Outcome{ExitCode: r.exitCode, Signal: r.signal, Stopped: r.stopped, Containment: r.containment, ExecErr: r.execErr}, nil
+		return &Outcome{ExitCode: r.exitCode, Signal: r.signal, Stopped: r.stopped, Containment: r.containment,
+			ExecErr: r.execErr, Confined: r.confined}, nil
 	}
 	// No report: the supervisor failed to set up (it said why on stderr)
 	// or was killed.

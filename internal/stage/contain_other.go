@@ -137,3 +137,8 @@ func (c *Container) endGroup(pgid int) bool {
 	_ = unix.Kill(-pgid, unix.SIGKILL) // ESRCH: it ended meanwhile
 	return true
 }
+
+// CanConfineViews reports whether a copy or clone view's command can be
+// confined here: never without Linux's namespaces, so a run that must be
+// confined is refused (see RunOptions.Confine).
+func CanConfineViews() bool { return false }

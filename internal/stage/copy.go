@@ -171,15 +171,20 @@ func openTree(ctx context.Context, req OpenRequest, backend string, put putFunc)
 
 var errStopWalk = errors.New("stop walk")
 
-// refuseConfinement refuses run options that only a namespace can give.
+// refuseConfinement refuses a run that must be confined (see
+// RunOptions.Confine) where a copy or clone view's command cannot be.
 func refuseConfinement(backend string, opts RunOptions) error {
+	if CanConfineViews() || !opts.mustConfine() {
+		return nil
+	}
+	why := fmt.Sprintf("the %s backend confines a command only in namespaces of its own, which cannot be made here", backend)
 	switch {
 	case opts.ReadOnly:
-		return confinementErrorf("cannot make the view read-only: the %s backend does not confine the command that way (the overlay backend does)", backend)
+		return confinementErrorf("cannot make the view read-only: %s", why)
 	case opts.NoNetwork:
-		return confinementErrorf("cannot cut the command off the network: the %s backend does not confine the command that way (the overlay backend does)", backend)
+		return confinementErrorf("cannot cut the command off the network: %s", why)
 	}
-	return nil
+	return confinementErrorf("cannot confine the command to its view: %s", why)
 }
 
 // copyFile copies src (closed on return) to a new file at dst, hashing the
@@ -277,16 +282,20 @@ func attachCopy(workspace, dir string) (*copyView, error) {
 	if !fi.IsDir() {
 		return nil, fmt.Errorf("view %s is not a directory", root)
 	}
-	return &copyView{root: root}, nil
+	return &copyView{root: root, workspace: workspace}, nil
 }
 
 type copyView struct {
-	root string
+	root      string
+	workspace string
 	leftOutSet
 	raw rawOpener
 }
 
 func (v *copyView) Root() string { return v.root }
+
+// workspacePath is the workspace the view stages (see workspaceView).
+func (v *copyView) workspacePath() string { return v.workspace }
 
 // digestCache is the stage's digest cache: the stage directory holds the
 // view, and a command running in it locks the view's root.

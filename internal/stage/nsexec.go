@@ -73,6 +73,13 @@ type nsSpec struct {
 	// of the state root that stays writable.
 	Isolate bool
 	Keep    string
+	// Confine says the run must be confined (see RunOptions.Confine):
+	// where the supervisor cannot nest the command's namespaces, it
+	// refuses the command instead of running it unconfined.
+	Confine bool
+	// nested is set by the supervisor when the last step was started in
+	// namespaces nested under its own (not encoded: the supervisor's own).
+	nested bool
 }
 
 // specVersion is the first byte of an encoded nsSpec.
@@ -123,6 +130,7 @@ func (s *nsSpec) encode() string {
 	b = appendStrings(b, s.Args)
 	b = appendBool(b, s.Isolate)
 	b = binenc.AppendString(b, s.Keep)
+	b = appendBool(b, s.Confine)
 	return base64.RawURLEncoding.EncodeToString(b)
 }
 
@@ -166,6 +174,7 @@ func decodeSpec(arg string) (*nsSpec, error) {
 	s.Args = strs()
 	s.Isolate = b()
 	s.Keep = d.String()
+	s.Confine = b()
 	if d.Err() == nil && d.Len() != 0 {
 		d.Fail(errors.New("trailing bytes"))
 	}

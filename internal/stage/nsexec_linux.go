@@ -79,6 +79,9 @@ func enterView(s *nsSpec) error {
 	if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
 		return fmt.Errorf("make mounts private: %w", err)
 	}
+	if err := coverWorkspaceAliases(s); err != nil {
+		return err
+	}
 	if err := lockUpper(s.Upper); err != nil {
 		return err
 	}
@@ -139,13 +142,8 @@ func enterView(s *nsSpec) error {
 		return fmt.Errorf("mount the view on %s: %w", s.Workspace, err)
 	}
 	if s.ReadOnly {
-		if err := remountReadOnly(s.Workspace); err != nil {
+		if err := readOnlyView(s); err != nil {
 			return err
-		}
-		for _, rel := range s.Share {
-			if err := remountReadOnly(filepath.Join(s.Workspace, rel)); err != nil && !errors.Is(err, unix.ENOENT) && !errors.Is(err, unix.EINVAL) {
-				return err
-			}
 		}
 	}
 	if s.NoNetwork {

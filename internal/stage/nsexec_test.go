@@ -12,7 +12,7 @@ func TestSpecKeepsBytes(t *testing.T) {
 	s := &nsSpec{View: true, Workspace: "/" + odd, Lower: "/l" + odd, Upper: "/u", Work: "/w", Merged: "/m", Hidden: "/h",
 		UserXattr: true, Share: []string{odd}, HideDirs: []string{odd, "b"}, HideFiles: []string{"\xff"},
 		ReadOnly: true, PIDNS: true, Wait: true, GraceMillis: 2000, ReportFD: 3, ControlFD: 4, HoldFD: 5, CmdPgid: 77,
-		Cwd: "/" + odd, Path: "./" + odd, Args: []string{odd, "", "\xff"}}
+		Cwd: "/" + odd, Path: "./" + odd, Args: []string{odd, "", "\xff"}, Isolate: true, Keep: "/k" + odd, Confine: true}
 	got, err := decodeSpec(s.encode())
 	if err != nil {
 		t.Fatal(err)
@@ -28,7 +28,7 @@ func TestSpecKeepsBytes(t *testing.T) {
 // TestReportRoundTrip checks the supervisor's report, command names with
 // any byte included.
 func TestReportRoundTrip(t *testing.T) {
-	r := &report{exitCode: 137, signal: 9, containment: ContainSubreaper,
+	r := &report{exitCode: 137, signal: 9, containment: ContainSubreaper, confined: true,
 		stopped: []Proc{{PID: 7, Comm: "sleep"}, {PID: 9, Comm: "a\xffb"}}, execErr: &ExecError{NotFound: true, Message: "x: not found"}}
 	got, err := decodeReport(r.encode())
 	if err != nil {

@@ -363,7 +363,7 @@ func helperCommand(cmd *exec.Cmd, spec *nsSpec) error {
 		cmd.SysProcAttr = &syscall.SysProcAttr{}
 	}
 	if spec.Isolate {
-		isolateAttr(cmd.SysProcAttr)
+		isolateAttr(cmd.SysProcAttr, spec)
 		return nil
 	}
 	if !spec.View && !spec.Probe {

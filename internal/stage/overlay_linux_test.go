@@ -252,15 +252,39 @@ func TestOverlayNoNetwork(t *testing.T) {
 	}
 }
 
-func TestCopyRefusesConfinement(t *testing.T) {
+// TestCopyConfinesOrRefuses checks that the copy backend gives --read-only
+// where it can confine a command (the write fails, the view and the
+// workspace stay as they were) and refuses it with ErrConfinement where it
+// cannot.
+func TestCopyConfinesOrRefuses(t *testing.T) {
 	ws, dir := t.TempDir(), t.TempDir()
 	v, _, err := stage.Copy{}.Open(context.Background(), stage.OpenRequest{Workspace: ws, Dir: dir})
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, opts := range []stage.RunOptions{{ReadOnly: true}, {NoNetwork: true}} {
-		if err := v.Prepare(exec.Command("true"), opts); !errors.Is(err, stage.ErrUnsupported) {
-			t.Errorf("Prepare(%+v) = %v, want ErrUnsupported", opts, err)
+	for _, opts := range []stage.RunOptions{{ReadOnly: true}, {NoNetwork: true}, {Confine: true}} {
+		err := v.Prepare(exec.Command("true"), opts)
+		if stage.CanConfineViews() != (err == nil) || err != nil && !errors.Is(err, stage.ErrConfinement) {
+			t.Errorf("Prepare(%+v) = %v where views can be confined: %v", opts, err, stage.CanConfineViews())
+		}
+	}
+	if stage.CanConfineViews() {
+		cmd := exec.Command("sh", "-c", `echo x > f || exit 3; echo x > "$0/g" || exit 4`, ws)
+		c, err := stage.Start(v, cmd, stage.RunOptions{ReadOnly: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		out, err := c.Wait()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if out.ExitCode != 3 || !out.Confined {
+			t.Errorf("a write in a read-only copy view: exit %d, confined %v; want 3 (refused), confined", out.ExitCode, out.Confined)
+		}
+		for _, p := range []string{filepath.Join(v.Root(), "f"), filepath.Join(ws, "g"), filepath.Join(ws, "f")} {
+			if _, err := os.Lstat(p); err == nil {
+				t.Errorf("%s was written", p)
+			}
 		}
 	}
 	sels, _ := tree.ParseSelectors([]string{"cache"})

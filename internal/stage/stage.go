@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"time"
 
+	"github.com/wtx-dev/wtx/internal/failpoint"
 	"github.com/wtx-dev/wtx/internal/tree"
 )
 
@@ -97,6 +98,23 @@ type RunOptions struct {
 	// Grace is how long leftovers get between SIGTERM and SIGKILL
 	// (0: DefaultGrace).
 	Grace time.Duration
+	// Confine asks for the confinement every backend gives where it can
+	// (the view at the workspace's own path, the workspace's other mounts
+	// and the state root read-only, in namespaces the command cannot
+	// leave) and refuses the run with ErrConfinement where it cannot be
+	// given, instead of running the command unconfined. ReadOnly and
+	// NoNetwork imply it.
+	Confine bool
+}
+
+// disableConfineRequired is the negative control's switch: a run that
+// must be confined runs unconfined where confinement cannot be given.
+const disableConfineRequired = "confine-required"
+
+// mustConfine reports whether a run with o is refused rather than run
+// unconfined.
+func (o RunOptions) mustConfine() bool {
+	return (o.Confine || o.ReadOnly || o.NoNetwork) && !failpoint.Disabled(disableConfineRequired)
 }
 
 // View is one staged tree.

@@ -126,7 +126,7 @@ func supervise(s *nsSpec) int {
 			return sv.fail("%v", err)
 		}
 	case s.Isolate:
-		if err := enterIsolated(); err != nil {
+		if err := enterIsolated(s); err != nil {
 			return sv.fail("%v", err)
 		}
 	}
@@ -233,7 +233,7 @@ func supervise(s *nsSpec) int {
 			fmt.Fprintf(os.Stderr, "wtx: stage: %v\n", err)
 		}
 	}
-	r := &report{containment: sv.containment, stopped: sv.stopped}
+	r := &report{containment: sv.containment, stopped: sv.stopped, confined: s.nested}
 	st := sv.cmdStatus
 	switch {
 	case st.Signaled():
