@@ -982,12 +982,13 @@ func (w *Workspace) runStepCommand(ctx context.Context, run *FlowRun, n int, st 
 		defer cancel()
 	}
 	env := append(slices.Clip(opts.Env), "WTX_FLOW_RUN="+run.ID, "WTX_FLOW_STEP="+step.Name)
-	// An agent's view is read-only where the backend can make it so;
-	// elsewhere whatever it writes in its view is refused once it ends
+	// An agent's view is read-only on every backend, and where it cannot
+	// be the step is refused (precondition.confinement); whatever it
+	// changed in its view would be refused once it ends all the same
 	// (checkProposal). Either way it writes nothing that lands.
-	readOnly := step.ReadOnly || step.Kind == StepAgent && st.Backend() == "overlay"
+	agent := step.Kind == StepAgent
 	rr, err := st.Run(rctx, step.Command, RunOptions{Stdout: stdout, Stderr: stderr, Env: env,
-		ReadOnly: readOnly, NoNetwork: step.NoNetwork})
+		ReadOnly: step.ReadOnly || agent, NoNetwork: step.NoNetwork, Confine: agent})
 	res.StdoutSize, res.StderrSize = stdout.size, stderr.size
 	res.StdoutDigest, res.StderrDigest = stdout.digest(), stderr.digest()
 	res.Stdout, res.Stderr = stdout.kept, stderr.kept

@@ -82,8 +82,15 @@ func (r Receipt) ComputeDigest() string {
 	return fmt.Sprintf("sha256:%x", sha256.Sum256(data))
 }
 
-// copyDisclaimer is the not_transactional entry of the copy backend.
-const copyDisclaimer = "writes through the workspace's absolute path (the copy backend runs the command in the view's own directory)"
+// unconfinedDisclaimer is the not_transactional entry of a run whose
+// command was not confined to its view (T-002): a copy or clone view where
+// no namespaces can be made, so the command ran in the view's own
+// directory, and the workspace's own path stayed the real workspace.
+const unconfinedDisclaimer = "writes through the workspace's own path (the command ran unconfined: no namespaces of its own here)"
+
+// legacyCopyDisclaimer is what receipts said for every copy run before
+// copy views were confined; a receipt carrying it still verifies.
+const legacyCopyDisclaimer = "writes through the workspace's absolute path (the copy backend runs the command in the view's own directory)"
 
 // sharedDisclaimer is the not_transactional entry of a shared selector.
 func sharedDisclaimer(sel string) string { return "shared path " + quote.Path(sel) }
@@ -97,10 +104,19 @@ func (s *Stage) notTransactional() []string {
 	for _, sh := range s.cfg.Share {
 		out = append(out, sharedDisclaimer(sh))
 	}
-	if s.row.Backend == "copy" {
-		out = append(out, copyDisclaimer)
+	if (s.row.Backend == "copy" || s.row.Backend == "clone") && !stage.CanConfineViews() {
+		out = append(out, unconfinedDisclaimer)
 	}
 	return out
+}
+
+// markConfined makes a run receipt's not_transactional say whether its
+// command ran confined to its view.
+func (r *Receipt) markConfined(confined bool) {
+	r.NotTransactional = withoutItem(r.NotTransactional, unconfinedDisclaimer)
+	if !confined {
+		r.NotTransactional = append(r.NotTransactional, unconfinedDisclaimer)
+	}
 }
 
 func (s *Stage) newReceipt(kind string, cs *ChangeSet) Receipt {

@@ -26,9 +26,15 @@ type RunOptions struct {
 	Env []string
 	// Signals received here are forwarded to the command while it runs.
 	Signals <-chan os.Signal
-	// ReadOnly and NoNetwork confine the command (overlay backend only):
-	// the view is read-only; the network is loopback only.
+	// ReadOnly and NoNetwork confine the command: the view is read-only;
+	// the network is loopback only. Where they cannot be given the run is
+	// refused (precondition.confinement).
 	ReadOnly, NoNetwork bool
+	// Confine refuses the run (precondition.confinement) where the command
+	// cannot be confined to its view: MCP runs and flow agent steps ask
+	// for it. Without it, a run where no backend can confine (no
+	// namespaces) goes ahead, and its receipt says it was unconfined.
+	Confine bool
 	// SettleEmpty settles the stage as StateEmpty when the command leaves
 	// its change set empty (L-004). Leave it unset for a stage that is
 	// meant to live on (one opened with Begin for several steps).
@@ -177,7 +183,7 @@ func (s *Stage) Run(ctx context.Context, argv []string, opts RunOptions) (*RunRe
 			return nil, err
 		}
 	}
-	c, err := stage.Start(v, cmd, stage.RunOptions{ReadOnly: opts.ReadOnly, NoNetwork: opts.NoNetwork, Hold: hold, Wait: opts.Wait})
+	c, err := stage.Start(v, cmd, stage.RunOptions{ReadOnly: opts.ReadOnly, NoNetwork: opts.NoNetwork, Confine: opts.Confine, Hold: hold, Wait: opts.Wait})
 	if err != nil {
 		v.Close()
 		unrecord()
@@ -241,6 +247,7 @@ func (s *Stage) Run(ctx context.Context, argv []string, opts RunOptions) (*RunRe
 	if out.Containment.Complete() {
 		r.NotTransactional = withoutItem(r.NotTransactional, NotOutliving)
 	}
+	r.markConfined(out.Confined)
 	code := res.ExitCode
 	r.ExitCode = &code
 	r.ResultDigest = viewDigest(cs)

@@ -18,6 +18,7 @@ import (
 	"strings"
 
 	"github.com/wtx-dev/wtx/internal/failpoint"
+	"github.com/wtx-dev/wtx/internal/stage"
 )
 
 // A signed receipt is an in-toto Statement v1 whose predicate is the
@@ -442,8 +443,9 @@ func requiredDisclaimer(r *Receipt) []string {
 		}
 		out = append(out, item)
 	}
-	if r.Backend == "copy" {
-		out = append(out, copyDisclaimer)
+	if r.Kind == "run" && (r.Backend == "copy" || r.Backend == "clone") && r.Containment != "" && r.Containment != string(stage.ContainPIDNamespace) {
+		// Not in namespaces of its own, so not confined to its view.
+		out = append(out, unconfinedDisclaimer)
 	}
 	for _, sh := range r.Share {
 		out = append(out, sharedDisclaimer(sh))
@@ -457,6 +459,9 @@ func checkDisclaimer(r *Receipt) error {
 	have := map[string]bool{}
 	for _, s := range r.NotTransactional {
 		have[s] = true
+	}
+	if have[legacyCopyDisclaimer] {
+		have[unconfinedDisclaimer] = true // the same, as older receipts said it
 	}
 	var missing []string
 	for _, s := range requiredDisclaimer(r) {

@@ -86,8 +86,8 @@ EXIT STATUS
 	f.StringVar(&tx, "tx", "", "run in the open stage `T` instead of a new one")
 	f.BoolVar(&applyOnSuccess, "apply-on-success", false, "apply the whole change set if CMD exits 0, drop the stage otherwise")
 	f.BoolVar(&keep, "keep", false, "keep a new stage open even when CMD leaves its change set empty")
-	f.BoolVar(&readOnly, "read-only", false, "CMD sees the view read-only (overlay backend)")
-	f.BoolVar(&noNetwork, "no-network", false, "CMD gets loopback networking only (overlay backend)")
+	f.BoolVar(&readOnly, "read-only", false, "CMD sees the view read-only")
+	f.BoolVar(&noNetwork, "no-network", false, "CMD gets loopback networking only")
 	f.BoolVar(&wait, "wait", false, "when CMD exits, wait for the processes it left running instead of stopping them")
 	return cmd
 }

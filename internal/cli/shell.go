@@ -60,7 +60,7 @@ root of a private user namespace: files it creates belong to you.`,
 		},
 	}
 	f := cmd.Flags()
-	f.BoolVar(&readOnly, "read-only", false, "the shell sees the view read-only (overlay backend)")
-	f.BoolVar(&noNetwork, "no-network", false, "the shell gets loopback networking only (overlay backend)")
+	f.BoolVar(&readOnly, "read-only", false, "the shell sees the view read-only")
+	f.BoolVar(&noNetwork, "no-network", false, "the shell gets loopback networking only")
 	return cmd
 }

@@ -631,7 +631,7 @@ func (h *handlers) run(ctx context.Context, _ *mcp.CallToolRequest, in RunIn) (*
 	defer cancel()
 	defer context.AfterFunc(h.base, cancel)()
 	stdout, stderr := &tail{n: 64 << 10}, &tail{n: 64 << 10}
-	res, err := st.Run(runCtx, in.Argv, wtx.RunOptions{Stdin: bytes.NewReader(nil), Stdout: stdout, Stderr: stderr, Env: os.Environ()})
+	res, err := st.Run(runCtx, in.Argv, wtx.RunOptions{Stdin: bytes.NewReader(nil), Stdout: stdout, Stderr: stderr, Env: os.Environ(), Confine: true})
 	timedOut := errors.Is(runCtx.Err(), context.DeadlineExceeded) && ctx.Err() == nil
 	if err != nil {
 		if timedOut {
