@@ -151,6 +151,7 @@ type escapeRig struct {
 	port                       int
 	accepted                   *atomic.Int32
 	id                         identity
+	backend                    string // "" is overlay
 }
 
 func newEscapeRig(t *testing.T, id identity, failpoints bool) *escapeRig {
@@ -296,8 +297,13 @@ func (r *escapeRig) run(t *testing.T, env []string, flags ...string) escapeRun {
 // runScript is run with another script.
 func (r *escapeRig) runScript(t *testing.T, script string, env []string, flags ...string) escapeRun {
 	t.Helper()
-	// Only ever the overlay backend: the script must never run unconfined.
-	args := append(append([]string{"-C", r.ws, "run", "--json", "--backend", "overlay"}, flags...), "--", "sh", "-c", script)
+	// Only ever a backend that confines (or refuses): the script must
+	// never run unconfined.
+	backend := r.backend
+	if backend == "" {
+		backend = "overlay"
+	}
+	args := append(append([]string{"-C", r.ws, "run", "--json", "--backend", backend}, flags...), "--", "sh", "-c", script)
 	argv := append(append([]string(nil), r.id.prefix...), r.wtx)
 	cmd := exec.Command(argv[0], append(argv[1:], args...)...)
 	cmd.Env = append(append(os.Environ(), "WTX_STATE_DIR="+r.state, "HOME="+r.base, "L006_TOOL=1",
@@ -534,13 +540,14 @@ func TestL006_NegativeControl(t *testing.T) {
 }
 
 // TestL006_RefusedWithoutNamespace checks that a backend without namespaces
+// (copy where they cannot be made: failpoint build, WTX_DISABLE=contain-ns)
 // refuses --read-only and --no-network as precondition.confinement, saying
 // which, and runs nothing.
 func TestL006_RefusedWithoutNamespace(t *testing.T) {
 	ws, state := t.TempDir(), t.TempDir()
 	marker := filepath.Join(t.TempDir(), "ran")
 	for flag, says := range map[string]string{"--read-only": "read-only", "--no-network": "network"} {
-		res := runWtx(t, ws, state, "run", "--json", "--backend", "copy", flag, "--", "touch", marker)
+		res := wtxWith(t, true, []string{"WTX_DISABLE=contain-ns"}, ws, state, "run", "--json", "--backend", "copy", flag, "--", "touch", marker)
 		var out struct {
 			Error struct{ Code, Message string } `json:"error"`
 		}
