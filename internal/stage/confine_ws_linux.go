@@ -52,9 +52,17 @@ func readMounts() ([]mountEntry, error) {
 	if err != nil {
 		return nil, err
 	}
+	return parseMounts(string(raw)), nil
+}
+
+// parseMounts reads the lines of a mountinfo file.
+func parseMounts(raw string) []mountEntry {
 	var out []mountEntry
-	for _, line := range strings.Split(string(raw), "\n") {
-		f := strings.Fields(line)
+	for _, line := range strings.Split(raw, "\n") {
+		// Fields are separated by one space; a path's own spaces, tabs,
+		// newlines and backslashes are octal escapes, its other bytes
+		// (U+00A0, invalid UTF-8) are as they are.
+		f := strings.Split(line, " ")
 		if len(f) < 5 {
 			continue
 		}
@@ -64,7 +72,7 @@ func readMounts() ([]mountEntry, error) {
 		}
 		out = append(out, mountEntry{id: id, dev: f[2], root: unescapeMountinfo(f[3]), point: unescapeMountinfo(f[4])})
 	}
-	return out, nil
+	return out
 }
 
 // inTree reports whether path is dir or lies beneath it (both clean and
