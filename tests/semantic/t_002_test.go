@@ -71,6 +71,11 @@ type t002Rig struct {
 var t002Binaries sync.Map
 
 func newT002Rig(t *testing.T, id t002ID, parent string) *t002Rig {
+	return newT002RigNamed(t, id, parent, "ws")
+}
+
+// newT002RigNamed is newT002Rig with the workspace directory named name.
+func newT002RigNamed(t *testing.T, id t002ID, parent, name string) *t002Rig {
 	t.Helper()
 	if parent == "" {
 		parent = os.TempDir()
@@ -79,7 +84,7 @@ func newT002Rig(t *testing.T, id t002ID, parent string) *t002Rig {
 	mustDo(t, err)
 	t.Cleanup(func() { removeUnmounted(t, base) })
 	mustDo(t, os.Chmod(base, 0o755))
-	r := &t002Rig{base: base, ws: filepath.Join(base, "ws"), state: filepath.Join(base, "state"), id: id}
+	r := &t002Rig{base: base, ws: filepath.Join(base, name), state: filepath.Join(base, "state"), id: id}
 	for _, d := range []string{r.ws, r.state, filepath.Join(r.ws, "src"), filepath.Join(r.ws, "build")} {
 		mustDo(t, os.Mkdir(d, 0o755))
 	}
@@ -307,7 +312,7 @@ func TestT_002_OwnPathIsTheView(t *testing.T) {
 const aliasScript = `
 try() { name=$1; shift; if "$@" >/dev/null 2>&1; then echo "$name=ESCAPED"; else echo "$name=held"; fi; }
 try alias-ws sh -c 'echo x > "$A_WS/alias-ws.txt"'
-try alias-parent sh -c 'echo x > "$A_PARENT/ws/alias-parent.txt"'
+try alias-parent sh -c 'echo x > "$A_PARENT/$WSNAME/alias-parent.txt"'
 try alias-sub sh -c 'echo x > "$A_SUB/alias-sub.txt"'
 try alias-state sh -c 'echo x > "$A_STATE/planted"'
 try alias-stage sh -c 'for d in "$A_STATE"/stages/*/; do echo x > "$d/escape-stage" && exit 0; done; exit 1'
@@ -322,7 +327,7 @@ func (r *t002Rig) bindAliases(t *testing.T) []string {
 	mnt, err := os.MkdirTemp("", "wtx-t002-alias-")
 	mustDo(t, err)
 	mustDo(t, os.Chmod(mnt, 0o755))
-	env := []string{}
+	env := []string{"WSNAME=" + filepath.Base(r.ws)}
 	var points []string
 	for _, a := range []struct{ name, src string }{{"A_WS", r.ws}, {"A_PARENT", r.base}, {"A_SUB", filepath.Join(r.ws, "src")}, {"A_STATE", r.state}} {
 		p := filepath.Join(mnt, strings.ToLower(a.name))
@@ -346,7 +351,9 @@ func (r *t002Rig) bindAliases(t *testing.T) []string {
 
 // TestT_002_OtherMountsReadOnly checks T-002 against the workspace's
 // other mounts (root sets them up; the runs are as root and as an
-// ordinary user, on every backend): through a bind of the workspace, of
+// ordinary user, on every backend; the workspace's name holds a
+// no-break space, a newline and a byte that is not UTF-8, which
+// mountinfo shows escaped or raw): through a bind of the workspace, of
 // its parent, of a directory in it, and of the state root, the command
 // writes nothing (EROFS), the workspace is unchanged and nothing is
 // planted in the state root, while its write through the workspace's own
@@ -364,7 +371,7 @@ func TestT_002_OtherMountsReadOnly(t *testing.T) {
 				continue
 			}
 			t.Run(id.name+"/"+b.name, func(t *testing.T) {
-				r := newT002Rig(t, id, parent)
+				r := newT002RigNamed(t, id, parent, "w\u00a0s\nx\xff")
 				if b.group {
 					r.groupFile(t)
 				}
