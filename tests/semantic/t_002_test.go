@@ -720,3 +720,52 @@ func TestT_002_EscapesHoldOnCopy(t *testing.T) {
 		})
 	}
 }
+
+// recordsScript tries to rewrite the stage's own records and plant a
+// journal from inside a run; it also writes the view, which must stay
+// writable.
+const recordsScript = `
+try() { name=$1; shift; if "$@" >/dev/null 2>&1; then echo "$name=ESCAPED"; else echo "$name=held"; fi; }
+try own-manifest sh -c 'for d in "$STATE"/stages/*/; do echo x >> "$d/base.manifest" && exit 0; done; exit 1'
+try own-digests sh -c 'for d in "$STATE"/stages/*/; do echo x > "$d/digests" && exit 0; done; exit 1'
+try own-escape sh -c 'for d in "$STATE"/stages/*/; do echo x > "$d/escape-record" && exit 0; done; exit 1'
+try state-journal sh -c 'for d in "$STATE"/workspaces/*/; do mkdir -p "$d/journal/op-planted" && exit 0; done; exit 1'
+echo staged > "$WS/staged.txt"
+`
+
+// TestT_002_StageRecordsReadOnlyOnCopy checks that a command run on the
+// copy backend (as root and as an ordinary user) cannot rewrite its own
+// stage's records (base manifest, digests) or plant a journal, while its
+// write through the workspace's path is staged. Negative control:
+// WTX_DISABLE=confine-state, and the records are written.
+func TestT_002_StageRecordsReadOnlyOnCopy(t *testing.T) {
+	for _, id := range identities(t) {
+		t.Run(id.name, func(t *testing.T) {
+			t.Parallel()
+			for _, off := range []bool{false, true} {
+				r := newEscapeRig(t, id, off)
+				r.backend = "copy"
+				var env []string
+				if off {
+					env = []string{"WTX_DISABLE=confine-state"}
+				}
+				res := r.runScript(t, recordsScript, env)
+				if errObj, ok := res.json["error"].(map[string]any); ok && !off {
+					t.Fatalf("run on copy: %v\n%s", errObj, res.stderr)
+				}
+				if len(res.outcomes) != 4 {
+					t.Fatalf("the script reported %v\n%s", res.outcomes, res.stderr)
+				}
+				for name, v := range res.outcomes {
+					if off != (v == "ESCAPED") {
+						t.Errorf("confine-state off %v: %s %s (as %s)", off, name, v, id.name)
+					}
+				}
+				// (With the records rewritten, wtx refuses the stage.)
+				if counts, _ := res.json["counts"].(map[string]any); !off && counts["added"] != 1.0 {
+					t.Errorf("the write through the workspace's path was not staged: %v\n%s", res.json["counts"], res.stderr)
+				}
+			}
+		})
+	}
+}
