@@ -26,7 +26,8 @@ import (
 // terminal: an interactive bash has job control (a background job is
 // listed and killed by its job number, without "no job control" or
 // "cannot set terminal process group"), sees the caller's uid and the
-// view as its directory, and what it creates is the caller's and staged.
+// view, at the workspace's own path (T-002), as its directory, and what it
+// creates is the caller's and staged.
 func TestL002_ShellOnTerminalCopy(t *testing.T) {
 	bash, err := exec.LookPath("bash")
 	if err != nil {
@@ -96,7 +97,7 @@ func TestL002_ShellOnTerminalCopy(t *testing.T) {
 			t.Errorf("the shell says %q:\n%s", bad, text)
 		}
 	}
-	if !strings.Contains(text, "UID="+strconv.Itoa(os.Geteuid())+" DIR="+filepath.Join(state, "stages")) {
+	if !strings.Contains(text, "UID="+strconv.Itoa(os.Geteuid())+" DIR="+ws+"\r") {
 		t.Errorf("the shell does not see the caller's uid and the view as its directory:\n%s", text)
 	}
 	// The job's end is read from `wait %1`'s status, 128+SIGTERM: whether
