@@ -498,10 +498,12 @@ func TestL002_HiddenProcessesAreNoFailure(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Root's own sleep in the namespace is what /proc hides from nobody.
+	// The command waits until its sleep has exec'd, so the leftover is
+	// named sleep, never the shell it was forked from.
 	scene := `mount -o remount,hidepid=1 /proc || exit 97
 sleep 1000 & root=$!
 setpriv --reuid=65534 --regid=65534 --clear-groups env -i PATH="$PATH" HOME="$1" WTX_STATE_DIR="$1/state" WTX_DISABLE=contain-ns \
-	"$2" -C "$1/ws" run --backend copy --json -- sh -c 'sleep 1000 & echo $! > left'
+	"$2" -C "$1/ws" run --backend copy --json -- sh -c 'sleep 1000 & echo $! > left; until [ "$(cat /proc/$!/comm)" = sleep ]; do :; done'
 rc=$?
 kill $root
 exit $rc`
