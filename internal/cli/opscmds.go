@@ -361,34 +361,14 @@ require.`,
 			}
 			if g.json {
 				return g.emit("receipt verify", answer.ReceiptVerify{ReceiptID: v.Receipt.ID, Valid: true, Status: string(v.Status),
-					Kind: v.Receipt.Kind, KeyID: v.KeyID})
+					Kind: v.Receipt.Kind, KeyID: v.KeyID, KeySource: string(v.KeySource), Checked: v.Checked})
 			}
-			fmt.Fprintf(g.io.Out, "receipt %s (%s) is valid: signed by %s, complete, its digests match and its disclaimer holds every required entry\n",
-				v.Receipt.ID, v.Receipt.Kind, v.KeyID)
+			printVerified(g.io.Out, v)
 			return nil
 		},
 	}
 	verify.Flags().StringVar(&keyFile, "key", "", "the signer's public key (`PUB`, PEM as 'wtx receipt key' prints it); default: your own")
-	cmd.AddCommand(verify, &cobra.Command{
-		Use:   "key",
-		Short: "Print the public key receipts are signed with (PEM), making the key on first use",
-		Args:  cobra.NoArgs,
-		RunE: func(c *cobra.Command, args []string) error {
-			dir, err := g.stateDir()
-			if err != nil {
-				return err
-			}
-			pub, err := wtx.ReceiptPublicKeyOf(dir)
-			if err != nil {
-				return err
-			}
-			if g.json {
-				return g.emit("receipt key", answer.ReceiptKey{KeyID: wtx.KeyID(pub), PublicKey: string(wtx.PublicKeyPEM(pub))})
-			}
-			_, err = g.io.Out.Write(wtx.PublicKeyPEM(pub))
-			return err
-		},
-	})
+	cmd.AddCommand(verify, newReceiptKeyCommand(g))
 	return cmd
 }
 
