@@ -2,6 +2,7 @@ package cli
 
 import (
 	"fmt"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -47,6 +48,9 @@ Exit status 0 when the state root is sound (or every finding was repaired),
 			if err != nil {
 				return err
 			}
+			for i := range rep.Findings {
+				rep.Findings[i].Repairs = findingRepairs(rep.Findings[i])
+			}
 			left := 0
 			for _, f := range rep.Findings {
 				if !f.Repaired {
@@ -76,13 +80,23 @@ Exit status 0 when the state root is sound (or every finding was repaired),
 					state = "repaired"
 				}
 				fmt.Fprintf(g.io.Out, "%s: %s (%s) %s\n  %s\n", state, f.Kind, f.Code, quote.Path(what), quote.Text(f.Detail))
-				if !f.Repaired && f.Repair != "" {
+				switch {
+				case f.Repaired:
+				case len(f.Repairs) > 0:
+					for _, r := range f.Repairs {
+						line := r.Detail
+						if r.Command != "" {
+							line += ": " + r.Command
+						}
+						fmt.Fprintf(g.io.Out, "  repair: %s\n", quote.Text(line))
+					}
+				case f.Repair != "":
 					fmt.Fprintf(g.io.Out, "  repair: %s\n", quote.Text(f.Repair))
 				}
 			}
 			ch := rep.Checked
-			fmt.Fprintf(g.io.Out, "state root %s: %d workspace(s), %d stage(s), %d op(s), %d journal(s), %d object(s), %d entries checked\n",
-				quote.Path(rep.StateDir), ch.Workspaces, ch.Stages, ch.Ops, ch.Journals, ch.Objects, ch.Entries)
+			fmt.Fprintf(g.io.Out, "state root %s: %d workspace(s), %d stage(s), %d op(s), %d journal(s), %d object(s), %d receipt(s) (%d unsigned), %d flow run(s), %d key(s), %d entries checked\n",
+				quote.Path(rep.StateDir), ch.Workspaces, ch.Stages, ch.Ops, ch.Journals, ch.Objects, ch.Receipts, ch.Unsigned, ch.FlowRuns, ch.Keys, ch.Entries)
 			if rep.SetAside != "" {
 				fmt.Fprintf(g.io.Out, "set aside: %s\n", quote.Path(rep.SetAside))
 			}
@@ -113,4 +127,23 @@ func fsckError(rep *wtx.FsckReport, left int) *wtx.Error {
 		}
 	}
 	return e
+}
+
+// findingRepairs renders a finding's repairs as commands a person types,
+// in the finding's workspace.
+func findingRepairs(f wtx.Finding) []wtx.Repair {
+	if len(f.Repairs) == 0 {
+		return f.Repairs
+	}
+	out := make([]wtx.Repair, len(f.Repairs))
+	for i, r := range f.Repairs {
+		if r.Command == "" {
+			r.Command = repairCommand(r)
+			if r.Stage != "" && f.Workspace != "" && strings.HasPrefix(r.Command, "wtx ") {
+				r.Command = "wtx -C " + quote.Shell(f.Workspace) + r.Command[len("wtx"):]
+			}
+		}
+		out[i] = r
+	}
+	return out
 }
