@@ -35,9 +35,10 @@ import (
 // anything: no receipt is ever stored unsigned, and none is signed with a
 // key nobody asked for.
 const (
-	keyringDirName = "public"
-	keyTempPrefix  = ".new-key-"
-	keyMaxSize     = 16 << 10
+	keyringDirName  = "public"
+	setAsideDirName = "set-aside"
+	keyTempPrefix   = ".new-key-"
+	keyMaxSize      = 16 << 10
 )
 
 // Repair actions for the receipt key.
@@ -80,7 +81,7 @@ func (e *keyError) asError() *Error {
 	fresh := Repair{Action: RepairNewKey,
 		Detail: "make a new receipt key; receipts signed with the old key still verify with its public half, which the state root keeps in keys/public"}
 	if e.problem != keyMissing {
-		fresh.Detail = "make a new receipt key (what is in the key's place now is set aside into lost+found); receipts signed with the old key still verify with its public half, which the state root keeps in keys/public"
+		fresh.Detail = "make a new receipt key (what is in the key's place now is set aside into keys/set-aside); receipts signed with the old key still verify with its public half, which the state root keeps in keys/public"
 	}
 	out := &Error{Err: e, Repairs: []Repair{restore, fresh}}
 	switch e.problem {
@@ -449,7 +450,7 @@ type KeyChange struct {
 	// could be read).
 	Replaced string `json:"replaced,omitempty"`
 	// SetAside is where the file that held the old key (or whatever was
-	// in its place) was moved: the state root's lost+found.
+	// in its place) was moved: keys/set-aside in the state root.
 	SetAside string `json:"set_aside,omitempty"`
 	// Kept names every key whose public half the state root keeps, the new
 	// one included: receipts signed with any of them verify.
@@ -458,7 +459,7 @@ type KeyChange struct {
 
 // NewReceiptKey makes a new receipt key for the state root stateDir, as
 // asked for: the old key file (or whatever is in its place, a link
-// included, never followed) is set aside into lost+found, the old key's
+// included, never followed) is set aside into keys/set-aside, the old key's
 // public half stays in the keyring when the old key could be read, and
 // the new one's joins it before the new key is put in place. Receipts
 // signed with the old key keep verifying against this state root; whoever
@@ -489,7 +490,7 @@ func NewReceiptKey(stateDir string) (*KeyChange, error) {
 	if err := keepPublic(keys, pub); err != nil {
 		return nil, stateIOError(stateDir, "keep the new key's public half", err)
 	}
-	if ch.SetAside, err = setAsideKey(stateDir, root, keys); err != nil {
+	if ch.SetAside, err = setAsideKey(stateDir, keys); err != nil {
 		return nil, err
 	}
 	if err := writePrivate(keys, receiptKeyName, data, false); err != nil {
@@ -510,52 +511,31 @@ func NewReceiptKey(stateDir string) (*KeyChange, error) {
 	return ch, nil
 }
 
-// setAsideKey moves whatever is at the key's name into
-// lost+found/<time>/keys/ of the state root, as it is (a link stays a
-// link), and returns where it went ("" when there was nothing).
-func setAsideKey(stateDir string, root *fsx.Root, keys *fsx.Dir) (string, error) {
+// setAsideKey moves whatever is at the key's name into keys/set-aside/,
+// as it is (a link stays a link), named by the time, and returns where it
+// went ("" when there was nothing). It stays under keys/, which no command
+// in a view can see: an old private key must not sign for the user
+// either.
+func setAsideKey(stateDir string, keys *fsx.Dir) (string, error) {
 	if _, err := keys.Lstat(receiptKeyName); errors.Is(err, fs.ErrNotExist) {
 		return "", nil
 	}
-	stamp := time.Now().UTC().Format("20060102T150405.000000000Z")
-	rel := lostFoundName
-	for _, name := range []string{stamp, keysDirName} {
-		if err := mkdirIn(root, rel, name); err != nil {
-			return "", stateIOError(stateDir, "set the old receipt key aside", err)
-		}
-		rel += "/" + name
+	if err := keys.Mkdir(setAsideDirName, privateDirPerm); err != nil && !errors.Is(err, fs.ErrExist) {
+		return "", stateIOError(stateDir, "set the old receipt key aside", err)
 	}
-	dst, err := root.OpenDir(rel)
+	dst, err := keys.OpenDir(setAsideDirName)
 	if err != nil {
 		return "", stateIOError(stateDir, "set the old receipt key aside", err)
 	}
 	defer dst.Close()
-	if err := keys.RenameNoReplace(receiptKeyName, dst, receiptKeyName); err != nil {
+	name := time.Now().UTC().Format("20060102T150405.000000000Z") + "-" + receiptKeyName
+	if err := keys.RenameNoReplace(receiptKeyName, dst, name); err != nil {
 		return "", stateIOError(stateDir, "set the old receipt key aside", err)
 	}
 	if err := keys.Sync(); err != nil {
 		return "", stateIOError(stateDir, "set the old receipt key aside", err)
 	}
-	return filepath.Join(stateDir, filepath.FromSlash(rel), receiptKeyName), nil
-}
-
-// mkdirIn makes the directory name (0700) in the state root's directory
-// rel, which it makes first when rel is lost+found.
-func mkdirIn(root *fsx.Root, rel, name string) error {
-	if rel == lostFoundName {
-		if err := mkdirPrivate(root, lostFoundName); err != nil {
-			return err
-		}
-	}
-	d, err := root.OpenDir(rel)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	if err := d.Mkdir(name, privateDirPerm); err != nil && !errors.Is(err, fs.ErrExist) {
-		return err
-	}
-	return nil
+	return filepath.Join(stateDir, keysDirName, setAsideDirName, name), nil
 }
 
 // ReceiptKeyInfo is one key receipts of a state root verify with.

@@ -319,6 +319,9 @@ func verifyEnvelope(data []byte, pub ed25519.PublicKey) (*Receipt, string, error
 	if len(env.Signatures) == 0 {
 		return nil, "", errorf(CodeReceiptInvalid, "envelope carries no signature")
 	}
+	if err := unambiguousJSON(env.Payload); err != nil {
+		return nil, "", err
+	}
 	id := ""
 	if pub != nil {
 		id = KeyID(pub)

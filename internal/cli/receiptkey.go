@@ -3,6 +3,7 @@ package cli
 import (
 	"fmt"
 	"io"
+	"os"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -26,10 +27,11 @@ new' verify with.
 The key is made once, with the state root (by the first command that uses
 it). wtx never makes another on its own: a missing, damaged or unsafe key
 is an error for every command that signs a receipt. 'wtx receipt key new'
-makes a new one: whatever is in the old key's place is set aside into the
-state root's lost+found, and the old key's public half stays in
+makes a new one: whatever is in the old key's place is set aside into
+keys/set-aside in the state root, and the old key's public half stays in
 keys/public, so receipts signed with it still verify here; whoever checks
-them elsewhere needs the old public key.`,
+them elsewhere needs the old public key. A command run in a stage's
+namespaces cannot see the keys directory.`,
 		Example: `  wtx receipt key > wtx-receipt-key.pem
   wtx receipt key --all
   wtx receipt key new`,
@@ -134,4 +136,30 @@ func printVerified(w io.Writer, v *wtx.ReceiptVerification) {
 		parts = append(parts, said[c])
 	}
 	fmt.Fprintf(w, "receipt %s (%s) is valid: signed by %s (%s); checked: %s\n", v.Receipt.ID, v.Receipt.Kind, v.KeyID, src, strings.Join(parts, "; "))
+}
+
+// maxReceiptDoc bounds what receipt verify reads: a receipt is a few
+// kilobytes, a --json answer with its envelope a few more.
+const maxReceiptDoc = 64 << 20
+
+// readReceiptDoc reads the document receipt verify checks (- for stdin),
+// up to maxReceiptDoc bytes.
+func readReceiptDoc(g *globals, name string) ([]byte, error) {
+	r := g.io.In
+	if name != "-" {
+		f, err := os.Open(name)
+		if err != nil {
+			return nil, wtx.AsError(err)
+		}
+		defer f.Close()
+		r = f
+	}
+	data, err := io.ReadAll(io.LimitReader(r, maxReceiptDoc+1))
+	if err != nil {
+		return nil, wtx.AsError(err)
+	}
+	if len(data) > maxReceiptDoc {
+		return nil, &wtx.Error{Code: wtx.CodeReceiptInvalid, Message: fmt.Sprintf("%s is larger than %d MiB: not a receipt", quote.Path(name), maxReceiptDoc>>20)}
+	}
+	return data, nil
 }

@@ -149,8 +149,9 @@ func hideState(s *nsSpec) error {
 	if s.Upper == "" {
 		dir = filepath.Dir(s.Keep)
 	}
+	stateRoot := false
 	if p := filepath.Dir(dir); filepath.Base(p) == "stages" {
-		dir = filepath.Dir(p)
+		dir, stateRoot = filepath.Dir(p), true
 	}
 	keep := -1
 	if s.Keep != "" {
@@ -167,11 +168,37 @@ func hideState(s *nsSpec) error {
 	if err := remountReadOnly(dir); err != nil {
 		return err
 	}
+	if stateRoot && !failpoint.Disabled("hide-keys") {
+		if err := hideKeys(filepath.Join(dir, "keys")); err != nil {
+			return err
+		}
+	}
 	if keep >= 0 {
 		src := "/proc/self/fd/" + strconv.Itoa(keep)
 		if err := unix.Mount(src, s.Keep, "", unix.MS_BIND, ""); err != nil {
 			return fmt.Errorf("keep the view %s writable: %w", s.Keep, err)
 		}
+	}
+	return nil
+}
+
+// hideKeys puts an empty read-only directory over the state root's keys
+// directory (wtx's keysDirName): the receipt key signs what the user's
+// commands did, and a command in a view must not be able to sign for
+// them. A keys directory that is not a directory (a link) is not mounted
+// over, through it or at all: wtx refuses to use such a state root.
+func hideKeys(keys string) error {
+	fd, err := unix.Open(keys, unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err == unix.ENOENT {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("hide the receipt key %s: %w", keys, err)
+	}
+	defer unix.Close(fd)
+	target := "/proc/self/fd/" + strconv.Itoa(fd)
+	if err := unix.Mount("tmpfs", target, "tmpfs", unix.MS_RDONLY|unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, "size=4k,mode=0500"); err != nil {
+		return fmt.Errorf("hide the receipt key %s: %w", keys, err)
 	}
 	return nil
 }

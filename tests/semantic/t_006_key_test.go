@@ -458,3 +458,93 @@ func TestT_006_KeyRotation(t *testing.T) {
 		t.Errorf("with WTX_DISABLE=receipt-keyring a receipt of a replaced key still verifies: %s", r.stdout)
 	}
 }
+
+// TestT_006_KeyHiddenFromStagedCommands: a command run in a stage's
+// namespaces cannot read the receipt key (nor an old one set aside): it
+// could otherwise sign receipts for the user. Where the command does not
+// run in namespaces (no user namespaces here) there is nothing to hide
+// it from: the same user's processes read their own files. Negative
+// control: WTX_DISABLE=hide-keys lets the command read it.
+func TestT_006_KeyHiddenFromStagedCommands(t *testing.T) {
+	e := newStateEnv(t)
+	e.stage("echo x > x.txt")
+	e.must("receipt", "key", "new") // an old key in keys/set-aside too
+	read := func(e *stateEnv, backend string) (int, string) {
+		t.Helper()
+		script := `for f in "$1"/keys/receipt-ed25519.pem "$1"/keys/set-aside/*; do cat "$f" || exit 9; done >/dev/null`
+		r := e.run("--json", "run", "--backend", backend, "--", "sh", "-c", script, "sh", e.st)
+		var out struct {
+			ExitCode    int    `json:"exit_code"`
+			Containment string `json:"containment"`
+		}
+		if err := json.Unmarshal([]byte(r.stdout), &out); err != nil {
+			t.Fatalf("run --json: %v\n%s%s", err, r.stdout, r.stderr)
+		}
+		return out.ExitCode, out.Containment
+	}
+	backends := []string{"copy"}
+	if e.run("run", "--backend", "overlay", "--", "true").code == 0 {
+		backends = append(backends, "overlay")
+	}
+	for _, b := range backends {
+		code, cont := read(e, b)
+		if cont != "pid-namespace" {
+			t.Logf("%s: the command runs under %q, not in namespaces: nothing hides the key from the user's own processes", b, cont)
+			continue
+		}
+		if code == 0 {
+			t.Errorf("%s: a command in the stage read the receipt key", b)
+		}
+		if code, _ := read(failpointEnv(t, e, "hide-keys"), b); code != 0 {
+			t.Errorf("%s: with WTX_DISABLE=hide-keys the command still cannot read the key (exit %d): the test proves nothing", b, code)
+		}
+	}
+}
+
+// TestT_006_AmbiguousNames: a document in which one object names a field
+// twice, or twice up to case (Go's decoder matches names ignoring case
+// and takes the last; other readers take another), is refused: in the
+// answer beside the envelope, and inside a statement signed by the key
+// given. Negative control: WTX_DISABLE=receipt-ambiguous lets the signed
+// one through as valid.
+func TestT_006_AmbiguousNames(t *testing.T) {
+	e := newStateEnv(t)
+	op := appliedOp(e, "b.txt")
+	ans := e.must("--json", "receipt", op).stdout
+	doc := genericDoc(t, []byte(ans))
+	rec := doc["receipt"].(map[string]any)
+	rec["approved"] = true
+	altered := string(encodeDoc(t, rec))
+	for name, d := range map[string]string{
+		"receipt twice":        `{"receipt":` + altered + `,` + ans[1:],
+		"Receipt and receipt":  `{"Receipt":` + altered + `,` + ans[1:],
+		"a name twice in it":   strings.Replace(ans, `"approved":false`, `"approved":true,"approved":false`, 1),
+		"a name twice by case": strings.Replace(ans, `"approved":false`, `"Approved":true,"approved":false`, 1),
+	} {
+		if d == ans {
+			t.Fatalf("%s: the answer was not changed", name)
+		}
+		if r := verifyDoc(e, []byte(d)); r.code == 0 {
+			t.Errorf("an answer with %s verifies: %s", name, r.stdout)
+		}
+	}
+	// Signed by the forger's own key, with the name twice in the statement.
+	_, forger, _ := ed25519.GenerateKey(rand.Reader)
+	pub := publicPEM(t, forger.Public().(ed25519.PublicKey))
+	env, _ := decodeSigned(t, []byte(e.must("receipt", op).stdout))
+	p := strings.Replace(string(env.Payload), `"approved":false`, `"approved":true,"approved":false`, 1)
+	if p == string(env.Payload) {
+		t.Fatalf("the statement holds no \"approved\":false")
+	}
+	env.Payload = []byte(p)
+	env.Signatures = env.Signatures[:1]
+	env.Signatures[0].KeyID = ""
+	env.Signatures[0].Sig = ed25519.Sign(forger, pae(env.PayloadType, env.Payload))
+	signed, _ := json.Marshal(env) // it came from JSON
+	if r := verifyDoc(e, signed, "--key", pub); r.code == 0 {
+		t.Errorf("a signed statement naming approved twice verifies: %s", r.stdout)
+	}
+	if r := verifyDoc(failpointEnv(t, e, "receipt-ambiguous"), signed, "--key", pub); r.code != 0 {
+		t.Errorf("with WTX_DISABLE=receipt-ambiguous the statement naming approved twice is still refused: %v", r)
+	}
+}
