@@ -20,14 +20,18 @@ func newFsckCommand(g *globals) *cobra.Command {
 (SQLite integrity, application id, schema version), every object a record
 needs (present, and hashing to its name; every stored object is hashed), the
 journals of applies (they decode; a pending one waits for 'wtx recover'), stage
-directories against stage records (orphans both ways), and that everything is
-private to its owner (directories 0700, files 0600).
+directories against stage records (orphans both ways), the contents an open
+stage's per-file ops need, every receipt (content, signature, record), every
+flow run (definition and step records), the receipt key and its keyring, and
+that everything is private to its owner (directories 0700, files 0600).
 
 Each finding names its kind, the path or object, what is lost, and a repair.
 fsck changes nothing unless asked:
 
-  --repair   makes entries private again and sets orphaned stage directories
-             aside into lost+found in the state root (nothing is deleted)
+  --repair   makes entries private again (the receipt key too: if anyone else
+             could have read it, make a new key) and sets orphaned stage
+             directories aside into lost+found in the state root (nothing is
+             deleted)
   --reinit   when the database is missing or damaged: sets it and the stage
              directories aside into lost+found and starts an empty history
              (objects, journals and locks stay). Refused for a sound database.
