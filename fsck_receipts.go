@@ -117,7 +117,9 @@ func (fk *fsck) keyFinding(err error) {
 		f.Kind = FindKeyMissing
 	case keyUnsafe:
 		f.Kind = FindKeyUnsafe
-		if fk.opts.Repair && e.Repairs[0].Action == RepairPrivateKey {
+	case keyOpen:
+		f.Kind = FindKeyUnsafe
+		if fk.opts.Repair {
 			if err := fk.privateKey(); err == nil {
 				f.Repaired = true
 				f.Detail += "; made private again (chmod 600): if anyone else could have read it, make a new key"

@@ -60,7 +60,8 @@ type keyProblem int
 const (
 	keyMissing keyProblem = iota + 1 // no key file
 	keyDamaged                       // not a key, or not one this state root has had
-	keyUnsafe                        // a link, another owner's, or readable by others
+	keyUnsafe                        // a link, or another user's
+	keyOpen                          // readable or writable by group or others
 )
 
 // keyError is a receipt key that cannot be used.
@@ -91,13 +92,14 @@ func (e *keyError) asError() *Error {
 	case keyDamaged:
 		out.Code = CodeCorrupt
 		out.Message = fmt.Sprintf("the receipt key %s %s: no receipt is signed with it", e.path, e.why)
+	case keyOpen:
+		out.Code = CodeStateUnsafe
+		out.Message = fmt.Sprintf("the receipt key %s %s: wtx does not sign with it", e.path, e.why)
+		out.Repairs = []Repair{{Action: RepairPrivateKey, Paths: []string{e.path},
+			Detail: "if nobody else can have read it, make it private again (chmod 600)"}, fresh}
 	default:
 		out.Code = CodeStateUnsafe
 		out.Message = fmt.Sprintf("the receipt key %s %s: wtx does not sign with it", e.path, e.why)
-		if strings.HasPrefix(e.why, "is readable") {
-			out.Repairs = []Repair{{Action: RepairPrivateKey, Paths: []string{e.path},
-				Detail: "if nobody else can have read it, make it private again (chmod 600)"}, fresh}
-		}
 	}
 	return out
 }
@@ -203,7 +205,7 @@ func readKeyIn(keys *fsx.Dir, p string) (ed25519.PrivateKey, error) {
 		return nil, &keyError{problem: keyUnsafe, path: p, why: fmt.Sprintf("belongs to uid %d, not to you (uid %d)", st.Uid, uid)}
 	}
 	if st.Mode.Perm()&0o077 != 0 {
-		return nil, &keyError{problem: keyUnsafe, path: p, why: fmt.Sprintf("is readable or writable by others (mode %04o): it may have been copied", st.Mode.Perm())}
+		return nil, &keyError{problem: keyOpen, path: p, why: fmt.Sprintf("is readable or writable by others (mode %04o): it may have been copied", st.Mode.Perm())}
 	}
 	if st.Size > keyMaxSize {
 		return nil, &keyError{problem: keyDamaged, path: p, why: fmt.Sprintf("is %d bytes, not a key", st.Size)}
