@@ -112,6 +112,13 @@ func (s *Stage) applySettled(ctx context.Context) (*ApplyResult, bool, error) {
 // It reads top to bottom as the protocol runs: select, refuse what can never
 // be applied, run every check, refuse with all conflicts or write.
 func (s *Stage) apply(ctx context.Context, opts ApplyOptions) (res *ApplyResult, err error) {
+	// An apply, refused or not, leaves a signed receipt: a key that cannot
+	// sign it stops the apply before anything is checked or written.
+	if !opts.DryRun {
+		if err := s.ws.checkReceiptKey(); err != nil {
+			return nil, err
+		}
+	}
 	cs, err := s.SelectChanges(ctx, Selection{Paths: opts.Paths, Exclude: opts.Exclude})
 	if err != nil {
 		return nil, err

@@ -31,6 +31,13 @@ func (w *Workspace) journalDir() string {
 func (w *Workspace) commitOp(ctx context.Context, x *executor, rec *opRecord, changes []tree.Change, settle func() error) error {
 	recs := x.records(rec.Op.ID, tree.Plan(changes))
 	rec.Receipt.Digest = rec.Receipt.ComputeDigest()
+	// Signed before anything is written: a key that cannot sign stops the
+	// op here, with nothing changed.
+	signed, err := w.receiptBody(rec.Receipt)
+	if err != nil {
+		return err
+	}
+	rec.Signed = signed
 	body, err := json.Marshal(rec)
 	if err != nil {
 		return AsError(err)
@@ -126,11 +133,14 @@ func (w *Workspace) recordOp(ctx context.Context, rec opRecord) error {
 	if _, err := w.db.GetOp(ctx, rec.Op.ID); err == nil {
 		return nil
 	}
-	body, err := w.receiptBody(rec.Receipt)
-	if err != nil {
-		return AsError(err)
+	body := []byte(rec.Signed)
+	if len(body) == 0 {
+		var err error
+		if body, err = w.receiptBody(rec.Receipt); err != nil {
+			return AsError(err)
+		}
 	}
-	err = w.db.Tx(ctx, func(tx *state.Txn) error {
+	err := w.db.Tx(ctx, func(tx *state.Txn) error {
 		if err := tx.InsertOp(ctx, rec.Op); err != nil {
 			return err
 		}

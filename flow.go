@@ -268,6 +268,22 @@ func (w *Workspace) FlowRun(ctx context.Context, ref string) (*FlowRun, error) {
 
 // loadFlowRun assembles a run from its row and its steps' attempts.
 func (w *Workspace) loadFlowRun(ctx context.Context, row state.FlowRun) (*FlowRun, error) {
+	rows, err := w.db.FlowSteps(ctx, row.ID)
+	if err != nil {
+		return nil, AsError(err)
+	}
+	run, err := assembleFlowRun(row, rows)
+	if err != nil {
+		return nil, err
+	}
+	run.derive(w.flowRunLive(row.ID))
+	return run, nil
+}
+
+// assembleFlowRun builds a run from its row and its steps' rows; a
+// definition or a step record that does not hold together is io.corrupt
+// (fsck checks every run with it).
+func assembleFlowRun(row state.FlowRun, rows []state.FlowStep) (*FlowRun, error) {
 	def, err := ParseFlow(row.Definition)
 	if err != nil {
 		return nil, &Error{Code: CodeCorrupt, Message: fmt.Sprintf("flow run %s: its stored definition no longer parses: %s", row.ID, AsError(err).Message)}
@@ -282,10 +298,6 @@ func (w *Workspace) loadFlowRun(ctx context.Context, row state.FlowRun) (*FlowRu
 	}
 	for i, s := range def.Steps {
 		run.Steps = append(run.Steps, StepState{Index: i + 1, Name: s.Name, Kind: s.Kind, Idempotent: s.IsIdempotent(), Status: "pending", Attempts: []StepAttempt{}})
-	}
-	rows, err := w.db.FlowSteps(ctx, row.ID)
-	if err != nil {
-		return nil, AsError(err)
 	}
 	for _, r := range rows {
 		if r.Step < 0 || r.Step >= len(run.Steps) {
@@ -306,7 +318,6 @@ func (w *Workspace) loadFlowRun(ctx context.Context, row state.FlowRun) (*FlowRu
 		st.Attempts = append(st.Attempts, a)
 		st.Status = a.Status.String()
 	}
-	run.derive(w.flowRunLive(row.ID))
 	return run, nil
 }
 

@@ -15,6 +15,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/wtx-dev/wtx/internal/blob"
+	"github.com/wtx-dev/wtx/internal/failpoint"
 	"github.com/wtx-dev/wtx/internal/journal"
 	"github.com/wtx-dev/wtx/internal/quote"
 	"github.com/wtx-dev/wtx/internal/stage"
@@ -40,6 +41,15 @@ const (
 	FindStageDirMissing FindingKind = "stage-dir-missing" // io.state-missing: an open stage whose directory is gone
 	FindManifestCorrupt FindingKind = "manifest-corrupt"  // io.corrupt: a stage's base manifest does not decode
 	FindViewInDoubt     FindingKind = "view-in-doubt"     // io.state-missing: an overlay view written when the system stopped
+
+	// Receipts, flows and the receipt key (T-006).
+	FindReceiptCorrupt   FindingKind = "receipt-corrupt"   // io.corrupt: a receipt does not decode, fails its checks or is not its record's
+	FindReceiptSignature FindingKind = "receipt-signature" // precondition.receipt-invalid: a signature verifies with no key the state root keeps
+	FindFlowCorrupt      FindingKind = "flow-corrupt"      // io.corrupt: a flow run's definition or step records do not hold together
+	FindKeyMissing       FindingKind = "key-missing"       // io.state-missing: the receipt key is gone
+	FindKeyCorrupt       FindingKind = "key-corrupt"       // io.corrupt: the receipt key, or a keyring entry, is not what it should be
+	FindKeyUnsafe        FindingKind = "key-unsafe"        // precondition.state-unsafe: the receipt key is a link, another user's, or not private
+	FindKeyNotKept       FindingKind = "key-not-kept"      // io.state-missing: the keyring lacks the current key's public half
 )
 
 // A Finding is one problem Fsck found.
@@ -54,6 +64,11 @@ type Finding struct {
 	Detail string `json:"detail"`
 	// Repair says how to repair it (a command when there is one).
 	Repair string `json:"repair"`
+	// Workspace is the workspace the finding is about, when it is about
+	// one; Repairs are its repairs as data (Repair then says the first in
+	// words), which the command line renders as commands in Workspace.
+	Workspace string   `json:"workspace,omitempty"`
+	Repairs   []Repair `json:"repairs,omitempty"`
 	// Repaired is set when fsck --repair (or --reinit) repaired it.
 	Repaired bool `json:"repaired,omitempty"`
 }
@@ -77,6 +92,10 @@ type FsckChecked struct {
 	Objects    int `json:"objects"`
 	Journals   int `json:"journals"`
 	Entries    int `json:"entries"` // state root entries whose owner and mode were checked
+	Receipts   int `json:"receipts"`
+	Unsigned   int `json:"unsigned"` // receipts stored bare (by a wtx that did not sign): sound, but no proof
+	FlowRuns   int `json:"flow_runs"`
+	Keys       int `json:"keys"` // keys receipts verify with: the current one and those the keyring keeps
 }
 
 // FsckReport is what Fsck found.
@@ -143,6 +162,9 @@ func Fsck(ctx context.Context, stateDir string, opts FsckOptions) (*FsckReport, 
 		return nil, fk.err
 	}
 	fk.records(db)
+	fk.receiptKey()
+	fk.receipts(db)
+	fk.flows(db)
 	fk.journals()
 	fk.objects()
 	return fk.rep, nil
@@ -161,6 +183,11 @@ type fsck struct {
 	required map[string]bool
 	// wsPaths maps workspace ids to their paths.
 	wsPaths map[string]string
+	// stages are the stage records read, with their workspaces.
+	stages []fsckStage
+	// keys are the public keys receipts verify with (receiptKey reads
+	// them).
+	keys []ReceiptKeyInfo
 	// err ends the check early (a repair asked for what is not there).
 	err error
 }
@@ -213,6 +240,9 @@ func (fk *fsck) modes() {
 			return nil // gone since the listing
 		}
 		fk.rep.Checked.Entries++
+		if p == receiptKeyPath(fk.dir) {
+			return nil // the key check says more of it (receiptKey)
+		}
 		rel, _ := filepath.Rel(fk.dir, p)
 		skip := d.IsDir() && (strings.Count(rel, "/") == 1 && strings.HasPrefix(rel, stagesName+"/") ||
 			strings.HasPrefix(rel, lostFoundName+"/") && strings.Count(rel, "/") >= 1)
@@ -382,6 +412,7 @@ func (fk *fsck) records(db *state.DB) {
 			for _, s := range stages {
 				fk.rep.Checked.Stages++
 				known[s.ID] = true
+				fk.stages = append(fk.stages, fsckStage{ws, s})
 				fk.stage(db, ws, s)
 			}
 			ops, err := db.ListOps(fk.ctx, ws.ID)
@@ -476,6 +507,9 @@ func (fk *fsck) stage(db *state.DB, ws state.Workspace, s state.Stage) {
 			}
 			for _, d := range ds {
 				fk.refs[d] = append(fk.refs[d], fmt.Sprintf("stage %s op %d", s.ID, o.Seq))
+			}
+			if s.State == StateOpen && !failpoint.Disabled("fsck-op-blobs") {
+				fk.needOfTxOp(s, o)
 			}
 		}
 	} else {

@@ -489,11 +489,16 @@ type findingJSON struct {
 	Detail   string      `json:"detail"`
 	Repair   string      `json:"repair"`
 	Repaired bool        `json:"repaired,omitempty"`
+	// Workspace and Repairs: see Finding.
+	Workspace    string   `json:"workspace,omitempty"`
+	WorkspaceB64 string   `json:"workspace_b64,omitempty"`
+	Repairs      []Repair `json:"repairs,omitempty"`
 }
 
 // MarshalJSON writes the finding with a byte-safe path.
 func (f Finding) MarshalJSON() ([]byte, error) {
-	return json.Marshal(findingJSON{f.Kind, f.Code, jsonname.Text(f.Path), jsonname.B64(f.Path), f.Object, f.Detail, f.Repair, f.Repaired})
+	return json.Marshal(findingJSON{f.Kind, f.Code, jsonname.Text(f.Path), jsonname.B64(f.Path), f.Object, f.Detail, f.Repair, f.Repaired,
+		jsonname.Text(f.Workspace), jsonname.B64(f.Workspace), f.Repairs})
 }
 
 type fsckReportJSON struct {

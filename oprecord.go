@@ -24,6 +24,11 @@ type opRecord struct {
 	// Step, for the apply of a flow step, is the step's result: recordOp
 	// writes it in the op's transaction, so a recovered op records it too.
 	Step *flowStepRecord `json:"flow_step,omitempty"`
+	// Signed is the receipt as stored: its signed envelope, made before
+	// the journal is written, so that an op that commits always has its
+	// signed receipt (a journal written without it has it signed when
+	// recovery records the op).
+	Signed json.RawMessage `json:"signed_receipt,omitempty"`
 }
 
 // opBody is what the ops table keeps about an op: enough to show it and to

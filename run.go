@@ -143,6 +143,11 @@ func (s *Stage) Run(ctx context.Context, argv []string, opts RunOptions) (*RunRe
 	if err := s.checkUsable(); err != nil {
 		return nil, err
 	}
+	// The run's receipt is signed when it ends: a key that cannot sign
+	// it stops the run before its command starts.
+	if err := s.ws.checkReceiptKey(); err != nil {
+		return nil, err
+	}
 	if opts.Dir != "" && (filepath.IsAbs(opts.Dir) || !filepath.IsLocal(opts.Dir)) {
 		return nil, errorf(CodeUsage, "run directory %q must be relative to the workspace and inside it", opts.Dir)
 	}

@@ -159,11 +159,10 @@ func prepareStateRoot(stateDir string) error {
 			return err
 		}
 	}
-	// The receipt key (made on first use) is held to the same rule.
-	if err := tightenExisting(stateDir, filepath.Join(stateDir, keysDirName), privateDirPerm); err != nil {
-		return err
-	}
-	return tightenExisting(stateDir, receiptKeyPath(stateDir), privateFilePerm)
+	// The receipt key's directory is held to the same rule. The key itself
+	// is not made private behind its owner's back: a key others could
+	// read may have been copied, and signing refuses it (receiptkey.go).
+	return tightenExisting(stateDir, filepath.Join(stateDir, keysDirName), privateDirPerm)
 }
 
 // tightenExisting is tighten for p if it exists.

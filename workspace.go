@@ -77,6 +77,11 @@ func Open(ctx context.Context, dir string, opts Options) (*Workspace, error) {
 	if err := checkDatabasePresent(stateDir); err != nil {
 		return nil, err
 	}
+	// A fresh state root gets its receipt key before its database: from
+	// then on a missing key is a lost one.
+	if err := makeFirstKey(stateDir); err != nil {
+		return nil, err
+	}
 	dbPath := filepath.Join(stateDir, dbName)
 	if err := createPrivateFile(stateDir, dbPath); err != nil {
 		return nil, err

@@ -331,11 +331,34 @@ type ReceiptVerify struct {
 	Status    string `json:"status"`
 	Kind      string `json:"kind"`
 	KeyID     string `json:"key_id"`
+	// KeySource says which key verified: given, current or retired.
+	KeySource string `json:"key_source"`
+	// Checked lists every check made (all passed).
+	Checked []wtx.VerifyCheck `json:"checked"`
 }
 
 // ReceiptKey answers receipt key.
 type ReceiptKey struct {
 	KeyID     string `json:"key_id"`
+	PublicKey string `json:"public_key"`
+}
+
+// ReceiptKeyList answers receipt key --all: the current key first, then
+// the older keys the state root keeps.
+type ReceiptKeyList struct {
+	Keys []ReceiptKeyEntry `json:"keys"`
+}
+
+// ReceiptKeyEntry is one key of receipt key --all.
+type ReceiptKeyEntry struct {
+	KeyID     string `json:"key_id"`
+	PublicKey string `json:"public_key"`
+	Current   bool   `json:"current"`
+}
+
+// ReceiptKeyNew answers receipt key new.
+type ReceiptKeyNew struct {
+	*wtx.KeyChange
 	PublicKey string `json:"public_key"`
 }
 

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"fmt"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -19,14 +20,18 @@ func newFsckCommand(g *globals) *cobra.Command {
 (SQLite integrity, application id, schema version), every object a record
 needs (present, and hashing to its name; every stored object is hashed), the
 journals of applies (they decode; a pending one waits for 'wtx recover'), stage
-directories against stage records (orphans both ways), and that everything is
-private to its owner (directories 0700, files 0600).
+directories against stage records (orphans both ways), the contents an open
+stage's per-file ops need, every receipt (content, signature, record), every
+flow run (definition and step records), the receipt key and its keyring, and
+that everything is private to its owner (directories 0700, files 0600).
 
 Each finding names its kind, the path or object, what is lost, and a repair.
 fsck changes nothing unless asked:
 
-  --repair   makes entries private again and sets orphaned stage directories
-             aside into lost+found in the state root (nothing is deleted)
+  --repair   makes entries private again (the receipt key too: if anyone else
+             could have read it, make a new key) and sets orphaned stage
+             directories aside into lost+found in the state root (nothing is
+             deleted)
   --reinit   when the database is missing or damaged: sets it and the stage
              directories aside into lost+found and starts an empty history
              (objects, journals and locks stay). Refused for a sound database.
@@ -46,6 +51,9 @@ Exit status 0 when the state root is sound (or every finding was repaired),
 			rep, err := wtx.Fsck(c.Context(), sd, opts)
 			if err != nil {
 				return err
+			}
+			for i := range rep.Findings {
+				rep.Findings[i].Repairs = findingRepairs(rep.Findings[i])
 			}
 			left := 0
 			for _, f := range rep.Findings {
@@ -76,13 +84,23 @@ Exit status 0 when the state root is sound (or every finding was repaired),
 					state = "repaired"
 				}
 				fmt.Fprintf(g.io.Out, "%s: %s (%s) %s\n  %s\n", state, f.Kind, f.Code, quote.Path(what), quote.Text(f.Detail))
-				if !f.Repaired && f.Repair != "" {
+				switch {
+				case f.Repaired:
+				case len(f.Repairs) > 0:
+					for _, r := range f.Repairs {
+						line := r.Detail
+						if r.Command != "" {
+							line += ": " + r.Command
+						}
+						fmt.Fprintf(g.io.Out, "  repair: %s\n", quote.Text(line))
+					}
+				case f.Repair != "":
 					fmt.Fprintf(g.io.Out, "  repair: %s\n", quote.Text(f.Repair))
 				}
 			}
 			ch := rep.Checked
-			fmt.Fprintf(g.io.Out, "state root %s: %d workspace(s), %d stage(s), %d op(s), %d journal(s), %d object(s), %d entries checked\n",
-				quote.Path(rep.StateDir), ch.Workspaces, ch.Stages, ch.Ops, ch.Journals, ch.Objects, ch.Entries)
+			fmt.Fprintf(g.io.Out, "state root %s: %d workspace(s), %d stage(s), %d op(s), %d journal(s), %d object(s), %d receipt(s) (%d unsigned), %d flow run(s), %d key(s), %d entries checked\n",
+				quote.Path(rep.StateDir), ch.Workspaces, ch.Stages, ch.Ops, ch.Journals, ch.Objects, ch.Receipts, ch.Unsigned, ch.FlowRuns, ch.Keys, ch.Entries)
 			if rep.SetAside != "" {
 				fmt.Fprintf(g.io.Out, "set aside: %s\n", quote.Path(rep.SetAside))
 			}
@@ -113,4 +131,23 @@ func fsckError(rep *wtx.FsckReport, left int) *wtx.Error {
 		}
 	}
 	return e
+}
+
+// findingRepairs renders a finding's repairs as commands a person types,
+// in the finding's workspace.
+func findingRepairs(f wtx.Finding) []wtx.Repair {
+	if len(f.Repairs) == 0 {
+		return f.Repairs
+	}
+	out := make([]wtx.Repair, len(f.Repairs))
+	for i, r := range f.Repairs {
+		if r.Command == "" {
+			r.Command = repairCommand(r)
+			if r.Stage != "" && f.Workspace != "" && strings.HasPrefix(r.Command, "wtx ") {
+				r.Command = "wtx -C " + quote.Shell(f.Workspace) + r.Command[len("wtx"):]
+			}
+		}
+		out[i] = r
+	}
+	return out
 }

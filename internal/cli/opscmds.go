@@ -273,14 +273,17 @@ func newReceiptCommand(g *globals) *cobra.Command {
 		Long: `Print a receipt: the op's receipt for an op id, or the latest receipt of
 stage T (--all: every receipt of T, oldest first: runs, checkpoints, applies,
 refusals, undos). A receipt is an in-toto Statement v1 in a DSSE envelope
-signed with your receipt key (ed25519, made on first use in the state root,
-private to you); 'wtx receipt key' prints its public half. A receipt made
-before receipts were signed prints bare and verifies only as "unsigned".
+signed with your receipt key (ed25519, made with the state root, private to
+you; see 'wtx receipt key --help'); 'wtx receipt key' prints its public half.
+A receipt made before receipts were signed prints bare and verifies only as
+"unsigned".
 
 'wtx receipt verify FILE' checks a receipt file: the signature (with your
-own key, or --key PUB), every field, the digests, and that not_transactional
-holds every entry the receipt's backend, shared paths and containment
-require.`,
+own keys, the current one and every older one the state root keeps, or
+--key PUB), every field, the digests, and that not_transactional holds every
+entry the receipt's backend, shared paths and containment require. Given a
+--json answer, the readable receipt beside the envelope must be the signed
+one, field for field. It says which key verified and every check it made.`,
 		Args: exactlyOne("op or stage"),
 		RunE: func(c *cobra.Command, args []string) error {
 			ctx := c.Context()
@@ -329,15 +332,9 @@ require.`,
 		Short: "Check a receipt file (- for stdin): signature, digests, disclaimer",
 		Args:  exactlyOne("file"),
 		RunE: func(c *cobra.Command, args []string) error {
-			var data []byte
-			var err error
-			if args[0] == "-" {
-				data, err = io.ReadAll(g.io.In)
-			} else {
-				data, err = os.ReadFile(args[0])
-			}
+			data, err := readReceiptDoc(g, args[0])
 			if err != nil {
-				return wtx.AsError(err)
+				return err
 			}
 			opts := wtx.VerifyOptions{}
 			if keyFile != "" {
@@ -361,34 +358,14 @@ require.`,
 			}
 			if g.json {
 				return g.emit("receipt verify", answer.ReceiptVerify{ReceiptID: v.Receipt.ID, Valid: true, Status: string(v.Status),
-					Kind: v.Receipt.Kind, KeyID: v.KeyID})
+					Kind: v.Receipt.Kind, KeyID: v.KeyID, KeySource: string(v.KeySource), Checked: v.Checked})
 			}
-			fmt.Fprintf(g.io.Out, "receipt %s (%s) is valid: signed by %s, complete, its digests match and its disclaimer holds every required entry\n",
-				v.Receipt.ID, v.Receipt.Kind, v.KeyID)
+			printVerified(g.io.Out, v)
 			return nil
 		},
 	}
 	verify.Flags().StringVar(&keyFile, "key", "", "the signer's public key (`PUB`, PEM as 'wtx receipt key' prints it); default: your own")
-	cmd.AddCommand(verify, &cobra.Command{
-		Use:   "key",
-		Short: "Print the public key receipts are signed with (PEM), making the key on first use",
-		Args:  cobra.NoArgs,
-		RunE: func(c *cobra.Command, args []string) error {
-			dir, err := g.stateDir()
-			if err != nil {
-				return err
-			}
-			pub, err := wtx.ReceiptPublicKeyOf(dir)
-			if err != nil {
-				return err
-			}
-			if g.json {
-				return g.emit("receipt key", answer.ReceiptKey{KeyID: wtx.KeyID(pub), PublicKey: string(wtx.PublicKeyPEM(pub))})
-			}
-			_, err = g.io.Out.Write(wtx.PublicKeyPEM(pub))
-			return err
-		},
-	})
+	cmd.AddCommand(verify, newReceiptKeyCommand(g))
 	return cmd
 }
 

@@ -32,6 +32,14 @@ func withCommands(e *wtx.Error) *wtx.Error {
 
 // repairCommand is the command line of a repair ("" when it has none).
 func repairCommand(r wtx.Repair) string {
+	switch r.Action {
+	case wtx.RepairNewKey:
+		return "wtx receipt key new"
+	case wtx.RepairPrivateKey:
+		if len(r.Paths) == 1 {
+			return "chmod 600 " + quote.Shell(r.Paths[0])
+		}
+	}
 	if r.Stage == "" {
 		return ""
 	}

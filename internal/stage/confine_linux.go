@@ -150,7 +150,7 @@ func confineAttr(s *nsSpec, a *syscall.SysProcAttr) error {
 // over itself again, from the writable mount beneath, once the state root
 // is read-only (not for --read-only: the view is read-only then).
 func hideState(s *nsSpec) error {
-	dir := stateDirOf(s)
+	dir, stateRoot := stateDirOf(s)
 	keep := -1
 	if s.Keep != "" && !s.ReadOnly {
 		fd, err := unix.Open(s.Keep, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
@@ -166,6 +166,11 @@ func hideState(s *nsSpec) error {
 	if err := remountReadOnly(dir); err != nil {
 		return err
 	}
+	if stateRoot && !failpoint.Disabled("hide-keys") {
+		if err := hideKeys(filepath.Join(dir, "keys")); err != nil {
+			return err
+		}
+	}
 	if keep >= 0 {
 		src := "/proc/self/fd/" + strconv.Itoa(keep)
 		if err := unix.Mount(src, s.Keep, "", unix.MS_BIND, ""); err != nil {
@@ -176,19 +181,41 @@ func hideState(s *nsSpec) error {
 }
 
 // stateDirOf is the state root of the stage s runs in (or, where it
-// cannot be told, the stage's directory); "" for neither.
-func stateDirOf(s *nsSpec) string {
-	dir := filepath.Dir(s.Upper) // the stage's directory
+// cannot be told, the stage's directory); "" for neither. stateRoot says
+// it is the state root.
+func stateDirOf(s *nsSpec) (dir string, stateRoot bool) {
+	dir = filepath.Dir(s.Upper) // the stage's directory
 	switch {
 	case s.Upper == "" && s.Keep == "":
-		return ""
+		return "", false
 	case s.Upper == "":
 		dir = filepath.Dir(s.Keep)
 	}
 	if p := filepath.Dir(dir); filepath.Base(p) == "stages" {
-		dir = filepath.Dir(p)
+		return filepath.Dir(p), true
 	}
-	return dir
+	return dir, false
+}
+
+// hideKeys puts an empty read-only directory over the state root's keys
+// directory (wtx's keysDirName): the receipt key signs what the user's
+// commands did, and a command in a view must not be able to sign for
+// them. A keys directory that is not a directory (a link) is not mounted
+// over, through it or at all: wtx refuses to use such a state root.
+func hideKeys(keys string) error {
+	fd, err := unix.Open(keys, unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err == unix.ENOENT {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("hide the receipt key %s: %w", keys, err)
+	}
+	defer unix.Close(fd)
+	target := "/proc/self/fd/" + strconv.Itoa(fd)
+	if err := unix.Mount("tmpfs", target, "tmpfs", unix.MS_RDONLY|unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, "size=4k,mode=0500"); err != nil {
+		return fmt.Errorf("hide the receipt key %s: %w", keys, err)
+	}
+	return nil
 }
 
 // freshProc reports whether /proc is this PID namespace's.

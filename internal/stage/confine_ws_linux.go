@@ -216,7 +216,8 @@ func coverWorkspaceAliases(s *nsSpec) error {
 	if s.Workspace == "" || confineDisabled(s, disableConfineAlias) {
 		return nil
 	}
-	return coverAliases(s.Workspace, stateDirOf(s))
+	state, _ := stateDirOf(s)
+	return coverAliases(s.Workspace, state)
 }
 
 // readOnlyMountAt remounts m read-only, when m is what its mount point
