@@ -105,47 +105,17 @@ func enterView(s *nsSpec) error {
 		openMarks(s.Work, marks)
 	}
 	s.volatile = volatile
-	for _, rel := range s.Share {
-		src, dst := filepath.Join(s.Lower, rel), filepath.Join(s.Merged, rel)
-		if err := unix.Mount(src, dst, "", unix.MS_BIND|unix.MS_REC, ""); err != nil {
-			if errors.Is(err, unix.ENOENT) {
-				continue // gone from the workspace or the view
-			}
-			return fmt.Errorf("share %s: %w", rel, err)
-		}
-	}
-	// An excluded path may have changed type since it was listed: a file
-	// that is now a directory is hidden as a directory (it is listed as
-	// one too), a directory that is now a file is removed from the view.
-	for _, rel := range s.HideFiles {
-		if err := unix.Unlink(filepath.Join(s.Merged, rel)); err != nil && !errors.Is(err, unix.ENOENT) && !errors.Is(err, unix.EISDIR) {
-			return fmt.Errorf("exclude %s: %w", rel, err)
-		}
-	}
-	for i, rel := range s.HideDirs {
-		backing := filepath.Join(s.Hidden, fmt.Sprint(i))
-		if err := os.Mkdir(backing, 0o755); err != nil && !errors.Is(err, os.ErrExist) {
-			return fmt.Errorf("exclude %s: %w", rel, err)
-		}
-		err := unix.Mount(backing, filepath.Join(s.Merged, rel), "", unix.MS_BIND, "")
-		if errors.Is(err, unix.ENOTDIR) {
-			err = unix.Unlink(filepath.Join(s.Merged, rel))
-		}
-		if err != nil && !errors.Is(err, unix.ENOENT) && !errors.Is(err, unix.ENOTDIR) {
-			return fmt.Errorf("exclude %s: %w", rel, err)
-		}
+	// Shared and excluded paths, never through a link (viewsetup_linux.go).
+	if err := finishView(s); err != nil {
+		return err
 	}
 	if err := unix.Mount(s.Merged, s.Workspace, "", unix.MS_BIND|unix.MS_REC, ""); err != nil {
 		return fmt.Errorf("mount the view on %s: %w", s.Workspace, err)
 	}
 	if s.ReadOnly {
+		// The shared paths and the hidden backings were bound read-only.
 		if err := remountReadOnly(s.Workspace); err != nil {
 			return err
-		}
-		for _, rel := range s.Share {
-			if err := remountReadOnly(filepath.Join(s.Workspace, rel)); err != nil && !errors.Is(err, unix.ENOENT) && !errors.Is(err, unix.EINVAL) {
-				return err
-			}
 		}
 	}
 	if s.NoNetwork {
