@@ -320,6 +320,8 @@ func stagingError(err error) error {
 		return &Error{Code: CodeStateLost, Message: err.Error(), Err: err}
 	case errors.Is(err, stage.ErrConfinement):
 		return &Error{Code: CodeConfinement, Message: err.Error(), Err: err}
+	case errors.Is(err, stage.ErrLinkedSelector):
+		return &Error{Code: CodeBoundary, Message: err.Error(), Err: err}
 	case errors.Is(err, stage.ErrUnsupported):
 		return &Error{Code: CodeUnsupported, Message: err.Error(), Err: err}
 	case errors.Is(err, fsx.ErrCrossDevice):

@@ -75,6 +75,9 @@ func (Overlay) Open(ctx context.Context, req OpenRequest) (View, *tree.Manifest,
 		return nil, nil, err
 	}
 	defer ws.Close()
+	if err := checkShareSelectors(ws, req.Share); err != nil {
+		return nil, nil, err
+	}
 	// The upper directory is the view's root, whose mode and owner the
 	// view shows: they are the workspace root's (the stage directory
 	// around it stays private).
@@ -85,6 +88,7 @@ func (Overlay) Open(ctx context.Context, req OpenRequest) (View, *tree.Manifest,
 	entries := newEntryChunks(req.SizeHint)
 	checkRead := os.Geteuid() != 0
 	groups := newGroupChecker()
+	var linked sharedLink
 	if rootSt, err := ws.Lstat("."); err == nil {
 		groups.see(".", rootSt)
 	}
@@ -94,6 +98,7 @@ func (Overlay) Open(ctx context.Context, req OpenRequest) (View, *tree.Manifest,
 		switch {
 		case req.Share.Match(rel):
 			cfg.ShareAt = append(cfg.ShareAt, rel)
+			linked.see(rel, st)
 		case req.Exclude.Match(rel):
 			if st.Mode.IsDir() {
 				cfg.HideDirs = append(cfg.HideDirs, rel)
@@ -132,6 +137,9 @@ func (Overlay) Open(ctx context.Context, req OpenRequest) (View, *tree.Manifest,
 	})
 	if werr != nil {
 		return nil, nil, werr
+	}
+	if err := linked.err(req.Share); err != nil {
+		return nil, nil, err
 	}
 	if err := groups.err(); err != nil {
 		return nil, nil, err
@@ -316,6 +324,9 @@ func (v *overlayView) helperSpec(cmd *exec.Cmd, opts RunOptions) (*nsSpec, error
 		cwd = filepath.Join(v.cfg.Workspace, cwd)
 	}
 	spec := v.spec()
+	if err := checkSharedPaths(v.cfg.Workspace, spec.Share); err != nil {
+		return nil, err
+	}
 	if err := v.refreshHidden(context.Background(), &spec); err != nil {
 		return nil, err
 	}

@@ -41,11 +41,6 @@ import (
 // WTX_DISABLE=view-links (failpoint build) resolves every path the
 // ordinary way instead, following links: the negative control of the tests.
 
-// ErrLinkedSelector is wrapped by errors about a --share selector that
-// names a symlink of the workspace, or a path through one: a shared path is
-// bound into the view, and wtx never follows a link to find it.
-var ErrLinkedSelector = errors.New("a shared path is or passes through a symlink")
-
 // disableViewLinks is the switch of the negative control (see above).
 const disableViewLinks = "view-links"
 
