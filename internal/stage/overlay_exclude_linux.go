@@ -9,6 +9,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -93,6 +94,13 @@ func (v *overlayView) refreshHidden(ctx context.Context, spec *nsSpec) error {
 	dirs, files, err := excludedPaths(ctx, v.cfg.Workspace, sels)
 	if err != nil {
 		return fmt.Errorf("find excluded paths: %w", err)
+	}
+	// A path inside a shared one is the workspace's own, bound into the
+	// view: hiding it would remove it from the workspace. Open never lists
+	// one (a shared path's subtree is not walked); neither does this.
+	if shared, _ := tree.ParseSelectors(v.cfg.Share); len(shared) > 0 && !failpoint.Disabled("hide-in-share") {
+		dirs = slices.DeleteFunc(dirs, shared.Match)
+		files = slices.DeleteFunc(files, shared.Match)
 	}
 	changed := false
 	have := map[string]bool{}
