@@ -137,7 +137,7 @@ var upperLock int = -1
 // overlay mounts never share it (overlayfs leaves that undefined): a second
 // helper for the same stage fails instead of mounting.
 func lockUpper(upper string) error {
-	fd, err := unix.Open(upper, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	fd, err := unix.Open(upper, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return fmt.Errorf("open the upper directory: %w", err)
 	}
