@@ -33,8 +33,9 @@ type viewLinkShape struct {
 	// instead.
 	last     string
 	viaWrite bool
-	// gone is removed from the workspace once the stage is open.
-	gone string
+	// gone is removed from the workspace once the stage is open; linked
+	// is then replaced there by a link to the victim.
+	gone, linked string
 	// harmed says what wtx damaged or followed, or "".
 	harmed func(e *boundaryEnv, tx, victim, seen string) string
 }
@@ -61,6 +62,10 @@ var viewLinkShapes = []viewLinkShape{
 		runs: []string{`n=$(printf 'd\377') && rm -rf "$n" && ln -s "$1" "$n"`}, harmed: victimGone},
 	{name: "newline-name", files: []string{"d\nx/secret.pem"}, exclude: "d\nx/secret.pem",
 		runs: []string{`n=$(printf 'd\nx') && rm -rf "$n" && ln -s "$1" "$n"`}, harmed: victimGone},
+	// The workspace's own directory replaced by a link after the stage
+	// opened (a checkout of another branch, say): the overlay shows it.
+	{name: "workspace-parent-became-link", files: []string{"d/secret.pem"}, exclude: "d/secret.pem",
+		linked: "d", harmed: victimGone},
 	// ".." inside the view: hiding a/b/sub/keep.pem through a/b/sub -> ..
 	// hides a/keep.pem, which the command never touched.
 	{name: "parent-dotdot", files: []string{"a/b/sub/keep.pem", "a/keep.pem"}, exclude: "a/b/sub/keep.pem",
@@ -99,14 +104,16 @@ var viewLinkShapes = []viewLinkShape{
 // hides: whatever links the stage's command left in its view (a parent
 // directory replaced by a link to an absolute path, a chain of links, one
 // swapped between runs, one to "..", the excluded directory itself as a
-// link, names that are not UTF-8 or hold a newline), preparing the view for
-// the next command (a run or a per-file write) never removes, covers or
-// hides anything outside the workspace, in the state root, or elsewhere in
-// the view, on every backend; an apply afterwards changes nothing outside
-// either. The excluded entry itself a link is removed from the view as
-// itself. Clone runs on an XFS loop filesystem where root can mount one. Negative control (overlay, failpoint build,
-// WTX_DISABLE=view-links): the helper resolves paths the ordinary way, and
-// every shape does its damage, inside the test's own directory.
+// link, names that are not UTF-8 or hold a newline), or the workspace holds
+// since the stage opened, preparing the view for the next command (a run or
+// a per-file write) never removes, covers or hides anything outside the
+// workspace, in the state root, or elsewhere in the view, on every backend;
+// an apply afterwards changes nothing outside either. The excluded entry
+// itself a link is removed from the view as itself. Clone runs on an XFS
+// loop filesystem where root can mount one. Negative control (overlay,
+// failpoint build, WTX_DISABLE=view-links): the helper resolves paths the
+// ordinary way, and every shape does its damage, inside the test's own
+// directory.
 func TestT_001_ExcludeThroughLinks(t *testing.T) {
 	for _, backend := range []string{"overlay", "copy", "clone"} {
 		for _, control := range []bool{false, true} {
@@ -164,6 +171,10 @@ func (e *boundaryEnv) viewLinkShape(i int, sh viewLinkShape, apply bool) string 
 	e.must("begin", "--backend", e.backend, "--name", tx, "--exclude", top+"/"+sh.exclude)
 	if sh.gone != "" {
 		mustDo(e.t, os.RemoveAll(filepath.Join(e.ws, top, sh.gone)))
+	}
+	if sh.linked != "" {
+		mustDo(e.t, os.RemoveAll(filepath.Join(e.ws, top, sh.linked)))
+		mustDo(e.t, os.Symlink(victim, filepath.Join(e.ws, top, sh.linked)))
 	}
 	for _, line := range sh.runs {
 		e.must("run", "--tx", tx, "--", "sh", "-c", "cd "+top+" && "+line, "sh", victim, seen)
