@@ -4,6 +4,7 @@ package semantic
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"os"
 	"os/exec"
@@ -11,6 +12,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/wtx-dev/wtx/internal/wtxtest"
@@ -71,7 +73,12 @@ var viewLinkShapes = []viewLinkShape{
 	{name: "parent-dotdot", files: []string{"a/b/sub/keep.pem", "a/keep.pem"}, exclude: "a/b/sub/keep.pem",
 		runs: []string{`rm -rf a/b/sub && ln -s .. a/b/sub`},
 		harmed: func(e *boundaryEnv, tx, _, _ string) string {
-			if slices.ContainsFunc(e.changedPaths(tx), func(p string) bool { return strings.HasSuffix(p, "a/keep.pem") }) {
+			r := e.run("--json", "diff", tx, "--name-status")
+			var st struct{ Changes []struct{ Path string } }
+			if err := json.Unmarshal([]byte(r.stdout), &st); err != nil {
+				return "diff: " + err.Error() + ": " + r.stdout + r.stderr
+			}
+			if slices.ContainsFunc(st.Changes, func(c struct{ Path string }) bool { return strings.HasSuffix(c.Path, "a/keep.pem") }) {
 				return "a file the command never touched was removed from the view through its link"
 			}
 			return ""
@@ -143,44 +150,66 @@ func TestT_001_ExcludeThroughLinks(t *testing.T) {
 					victim := filepath.Join(base, "victim"+strconv.Itoa(i))
 					mustWrite(t, filepath.Join(victim, "secret.pem"), "victim\n")
 				}
+				// Every stage opens before any shape changes the workspace
+				// (a walk must not meet a directory becoming a link); then
+				// the shapes play at once, each in its own stage.
 				for i, sh := range viewLinkShapes {
-					// An apply afterwards goes through the same engine on
-					// every backend: once is enough.
-					harm := e.viewLinkShape(i, sh, !control && backend == "overlay")
-					switch {
-					case control && harm == "":
-						t.Errorf("%s: with links followed, the shape did no harm: the check cannot fail", sh.name)
-					case !control && harm != "":
-						t.Errorf("%s: %s", sh.name, harm)
-					}
+					e.must("begin", "--backend", backend, "--name", "shape"+strconv.Itoa(i),
+						"--exclude", "s"+strconv.Itoa(i)+"/"+sh.exclude)
 				}
+				var wg sync.WaitGroup
+				for i, sh := range viewLinkShapes {
+					wg.Add(1)
+					go func() {
+						defer wg.Done()
+						// An apply afterwards goes through the same engine
+						// on every backend: once is enough.
+						harm := e.viewLinkShape(i, sh, control, !control && backend == "overlay")
+						switch {
+						case control && harm == "":
+							t.Errorf("%s: with links followed, the shape did no harm: the check cannot fail", sh.name)
+						case !control && harm != "":
+							t.Errorf("%s: %s", sh.name, harm)
+						}
+					}()
+				}
+				wg.Wait()
 			})
 		}
 	}
 }
 
-// viewLinkShape plays shape i in a stage of its own, applies the stage
-// when apply is set, and returns the harm done.
-func (e *boundaryEnv) viewLinkShape(i int, sh viewLinkShape, apply bool) string {
-	e.t.Helper()
+// viewLinkShape plays shape i in its stage (open), applies the stage when
+// apply is set, and returns the harm done; control says links are followed
+// (a run may then fail). It runs beside the other shapes: it reports with
+// Errorf only.
+func (e *boundaryEnv) viewLinkShape(i int, sh viewLinkShape, control, apply bool) string {
 	top := "s" + strconv.Itoa(i)
 	base := filepath.Dir(e.ws)
 	victim := filepath.Join(base, "victim"+strconv.Itoa(i))
 	seen := filepath.Join(e.out, "seen"+strconv.Itoa(i))
 	tx := "shape" + strconv.Itoa(i)
-	e.must("begin", "--backend", e.backend, "--name", tx, "--exclude", top+"/"+sh.exclude)
 	if sh.gone != "" {
-		mustDo(e.t, os.RemoveAll(filepath.Join(e.ws, top, sh.gone)))
+		if err := os.RemoveAll(filepath.Join(e.ws, top, sh.gone)); err != nil {
+			return err.Error()
+		}
 	}
 	if sh.linked != "" {
-		mustDo(e.t, os.RemoveAll(filepath.Join(e.ws, top, sh.linked)))
-		mustDo(e.t, os.Symlink(victim, filepath.Join(e.ws, top, sh.linked)))
+		if err := os.RemoveAll(filepath.Join(e.ws, top, sh.linked)); err != nil {
+			return err.Error()
+		}
+		if err := os.Symlink(victim, filepath.Join(e.ws, top, sh.linked)); err != nil {
+			return err.Error()
+		}
 	}
 	for _, line := range sh.runs {
-		e.must("run", "--tx", tx, "--", "sh", "-c", "cd "+top+" && "+line, "sh", victim, seen)
+		if r := e.run("run", "--tx", tx, "--", "sh", "-c", "cd "+top+" && "+line, "sh", victim, seen); r.code != 0 {
+			e.t.Errorf("%s: run %q: exit %d: %s", sh.name, line, r.code, r.stderr)
+			return ""
+		}
 	}
 	if sh.viaWrite {
-		if r := e.runStdin("x\n", "write", "--tx", tx, top+"/new.txt"); r.code != 0 {
+		if r := e.runStdin("x\n", "write", "--tx", tx, top+"/new.txt"); r.code != 0 && !control {
 			e.t.Errorf("%s: write: exit %d: %s", sh.name, r.code, r.stderr)
 		}
 	} else {
@@ -189,7 +218,7 @@ func (e *boundaryEnv) viewLinkShape(i int, sh viewLinkShape, apply bool) string 
 			last = "true"
 		}
 		// With links followed, the run may fail: the harm says what happened.
-		if r := e.run("run", "--tx", tx, "--", "sh", "-c", "cd "+top+" && "+last, "sh", victim, seen); r.code != 0 && apply {
+		if r := e.run("run", "--tx", tx, "--", "sh", "-c", "cd "+top+" && "+last, "sh", victim, seen); r.code != 0 && !control {
 			e.t.Errorf("%s: the run after the links: exit %d: %s", sh.name, r.code, r.stderr)
 		}
 	}
