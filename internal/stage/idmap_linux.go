@@ -46,7 +46,7 @@ type groupChecker struct {
 	mapped     map[uint32]bool // gids the namespace maps
 	member     map[uint32]bool // the caller's groups
 	unmappable map[uint32]bool // the caller's groups the namespace cannot map
-	mu         sync.Mutex
+	mu         sync.RWMutex
 	found      map[uint32]string // gid → first path seen
 	// frozen holds the directories (but the root) of ids the namespace
 	// cannot map; blocked is the first entry (by path) such that the
@@ -117,9 +117,9 @@ func (c *groupChecker) see(rel string, st fsx.Stat) {
 	// Parents are seen before their children: every frozen directory
 	// above rel is known.
 	for p := tree.Parent(rel); p != "."; p = tree.Parent(p) {
-		c.mu.Lock()
+		c.mu.RLock()
 		fst, f := c.frozen[p]
-		c.mu.Unlock()
+		c.mu.RUnlock()
 		if f {
 			c.block(p, fst) // what it holds can be changed: it cannot
 		}
