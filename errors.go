@@ -286,6 +286,8 @@ func AsError(err error) *Error {
 		code = CodePermission
 	case errors.Is(err, blob.ErrCorrupt):
 		code = CodeCorrupt
+	case errors.Is(err, stage.ErrLinkedSelector):
+		code = CodeBoundary
 	case errors.Is(err, blob.ErrMissing), errors.Is(err, stage.ErrViewInDoubt):
 		code = CodeStateLost
 	case errors.Is(err, state.ErrCorrupt), errors.Is(err, journal.ErrCorrupt):

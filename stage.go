@@ -320,6 +320,8 @@ func stagingError(err error) error {
 		return &Error{Code: CodeStateLost, Message: err.Error(), Err: err}
 	case errors.Is(err, stage.ErrConfinement):
 		return &Error{Code: CodeConfinement, Message: err.Error(), Err: err}
+	case errors.Is(err, stage.ErrLinkedSelector):
+		return &Error{Code: CodeBoundary, Message: err.Error(), Err: err}
 	case errors.Is(err, stage.ErrUnsupported):
 		return &Error{Code: CodeUnsupported, Message: err.Error(), Err: err}
 	case errors.Is(err, fsx.ErrCrossDevice):
@@ -541,16 +543,7 @@ func (s *Stage) Drop(ctx context.Context) error {
 }
 
 // removeStageDir deletes a stage directory even where the view holds
-// read-only directories.
+// read-only directories, never following a link its commands left.
 func removeStageDir(dir string) {
-	if err := os.RemoveAll(dir); err == nil {
-		return
-	}
-	filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
-		if err == nil && d.IsDir() {
-			os.Chmod(p, 0o700)
-		}
-		return nil
-	})
-	os.RemoveAll(dir)
+	_ = stage.RemoveTree(dir) // what it leaves, gc finds and removes later
 }

@@ -3,30 +3,31 @@ package stage
 import (
 	"errors"
 	"fmt"
-	"io/fs"
 	"strings"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/wtx-dev/wtx/internal/fsx"
 )
 
-// forkSpecial copies an overlay whiteout (a character device 0/0); any
-// other special file is refused.
-func forkSpecial(src, dst string, fi fs.FileInfo) error {
-	var st unix.Stat_t
-	if err := unix.Lstat(src, &st); err != nil {
+// forkSpecial copies the overlay whiteout name of s (a character device
+// 0/0) into d; any other special file is refused.
+func forkSpecial(s, d *fsx.Dir, name string, st fsx.Stat) error {
+	var ust unix.Stat_t
+	if err := unix.Fstatat(s.Fd(), name, &ust, unix.AT_SYMLINK_NOFOLLOW); err != nil {
 		return err
 	}
-	if fi.Mode()&fs.ModeCharDevice == 0 || st.Rdev != 0 {
-		return fmt.Errorf("%s: %w", src, ErrSpecial)
+	if ust.Mode&unix.S_IFMT != unix.S_IFCHR || ust.Rdev != 0 {
+		return fmt.Errorf("%s: %w", joinName(s.Rel(), name), ErrSpecial)
 	}
-	return unix.Mknod(dst, unix.S_IFCHR|0o600, 0)
+	return unix.Mknodat(d.Fd(), name, unix.S_IFCHR|0o600, 0)
 }
 
-// copyXattrs copies the overlay's own extended attributes (user.overlay.*
-// and trusted.overlay.*) of src to dst.
-func copyXattrs(src, dst string) error {
+// copyXattrsFd copies the overlay's own extended attributes (user.overlay.*
+// and trusted.overlay.*) of the object open at src to the one open at dst.
+func copyXattrsFd(src, dst int) error {
 	buf := make([]byte, 4096)
-	n, err := unix.Llistxattr(src, buf)
+	n, err := unix.Flistxattr(src, buf)
 	if errors.Is(err, unix.ENOTSUP) || errors.Is(err, unix.ERANGE) {
 		return nil
 	}
@@ -38,13 +39,21 @@ func copyXattrs(src, dst string) error {
 			continue
 		}
 		val := make([]byte, 4096)
-		m, err := unix.Lgetxattr(src, name, val)
+		m, err := unix.Fgetxattr(src, name, val)
 		if err != nil {
-			return fmt.Errorf("read %s of %s: %w", name, src, err)
+			return fmt.Errorf("read %s: %w", name, err)
 		}
-		if err := unix.Lsetxattr(dst, name, val[:m], 0); err != nil {
-			return fmt.Errorf("write %s of %s: %w", name, dst, err)
+		if err := unix.Fsetxattr(dst, name, val[:m], 0); err != nil {
+			return fmt.Errorf("write %s: %w", name, err)
 		}
 	}
 	return nil
+}
+
+// joinName joins a rel directory path and a name, for messages.
+func joinName(rel, name string) string {
+	if rel == "." {
+		return name
+	}
+	return rel + "/" + name
 }

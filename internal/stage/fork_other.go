@@ -4,15 +4,16 @@ package stage
 
 import (
 	"fmt"
-	"io/fs"
+
+	"github.com/wtx-dev/wtx/internal/fsx"
 )
 
 // forkSpecial refuses special files: only an overlay stage (Linux) holds
 // any.
-func forkSpecial(src, dst string, fi fs.FileInfo) error {
-	return fmt.Errorf("%s: %w", src, ErrSpecial)
+func forkSpecial(s, d *fsx.Dir, name string, st fsx.Stat) error {
+	return fmt.Errorf("%s/%s: %w", s.Rel(), name, ErrSpecial)
 }
 
-// copyXattrs has nothing to copy: the overlay's attributes exist on Linux
+// copyXattrsFd has nothing to copy: the overlay's attributes exist on Linux
 // alone.
-func copyXattrs(src, dst string) error { return nil }
+func copyXattrsFd(src, dst int) error { return nil }

@@ -9,34 +9,56 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
 	"github.com/wtx-dev/wtx/internal/failpoint"
 	"github.com/wtx-dev/wtx/internal/fsx"
 	"github.com/wtx-dev/wtx/internal/quote"
+	"github.com/wtx-dev/wtx/internal/tree"
 )
 
 // An overlay run without root happens in a user namespace where the caller
-// keeps its own user and group ids. A file of one of the caller's other
-// (supplementary) groups stays readable and writable to it there, but no
-// inode can be created with an id the namespace does not map: creating a
-// file in a set-group-id directory of such a group, or copying one of its
-// files up into the stage, fails with EOVERFLOW. Such groups are mapped to
-// themselves when newgidmap may do it (/etc/subgid grants the gid to the
-// caller); otherwise Open refuses a workspace holding files of them with
-// ErrUnfit, and "auto" takes the next backend.
+// keeps its own user and group ids, and no others: an inode owned by any
+// other user or group shows as 65534 there. Such an inode can be read, but
+// overlayfs cannot copy it up into the stage (the copy must keep its owner
+// and group, which the namespace cannot name), so any change to it, or
+// beneath it for a directory, fails with EOVERFLOW. Two cases are common:
+//
+//   - a file of one of the caller's other (supplementary) groups: creating
+//     a file in a set-group-id directory of such a group, or changing one
+//     of its files. Such groups are mapped to themselves when newgidmap may
+//     do it (/etc/subgid grants the gid to the caller);
+//   - a file the caller owns whose group it is not in, as root's
+//     "chown user file" leaves it: the caller may change it, the overlay
+//     cannot.
+//
+// Open refuses a workspace holding an entry of an id the namespace cannot
+// map that the caller could change, itself or beneath it, with ErrUnfit
+// naming it, and "auto" takes the next backend. Entries the caller cannot
+// change (another user's read-only tree) stay readable and are no reason.
 
-// groupChecker finds the workspace entries whose group is one of the
-// caller's groups that the overlay's user namespace cannot map.
+// groupChecker finds the workspace entries an overlay stage run without
+// root could not change, as above.
 type groupChecker struct {
-	unmappable map[uint32]bool
-	mu         sync.Mutex
+	uid        uint32
+	mapped     map[uint32]bool // gids the namespace maps
+	member     map[uint32]bool // the caller's groups
+	unmappable map[uint32]bool // the caller's groups the namespace cannot map
+	mu         sync.RWMutex
 	found      map[uint32]string // gid → first path seen
+	// frozen holds the directories (but the root) of ids the namespace
+	// cannot map; blocked is the first entry (by path) such that the
+	// caller could change it or something beneath it, and blockedSt its
+	// ids.
+	frozen    map[string]fsx.Stat
+	anyFrozen atomic.Bool
+	blocked   string
+	blockedSt fsx.Stat
 }
 
-// newGroupChecker returns nil when there is nothing to check (root, or
-// every group of the caller can be mapped).
+// newGroupChecker returns nil when there is nothing to check (root).
 func newGroupChecker() *groupChecker {
 	if os.Geteuid() == 0 || failpoint.Disabled("overlay-groups") {
 		return nil
@@ -45,38 +67,111 @@ func newGroupChecker() *groupChecker {
 	if err != nil {
 		return nil
 	}
-	mappable := map[uint32]bool{uint32(os.Getegid()): true}
+	c := &groupChecker{uid: uint32(os.Geteuid()), mapped: map[uint32]bool{uint32(os.Getegid()): true},
+		member: map[uint32]bool{uint32(os.Getegid()): true}, unmappable: map[uint32]bool{},
+		found: map[uint32]string{}, frozen: map[string]fsx.Stat{}}
 	for _, g := range extraGroups() {
-		mappable[g] = true
+		c.mapped[g] = true
 	}
-	c := &groupChecker{unmappable: map[uint32]bool{}, found: map[uint32]string{}}
 	for _, g := range groups {
-		if !mappable[uint32(g)] {
+		c.member[uint32(g)] = true
+		if !c.mapped[uint32(g)] {
 			c.unmappable[uint32(g)] = true
 		}
-	}
-	if len(c.unmappable) == 0 {
-		return nil
 	}
 	return c
 }
 
 func (c *groupChecker) see(rel string, st fsx.Stat) {
-	if c == nil || !c.unmappable[st.Gid] {
+	if c == nil {
 		return
 	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if prev, ok := c.found[st.Gid]; !ok || rel < prev {
-		c.found[st.Gid] = rel
+	if c.unmappable[st.Gid] {
+		c.mu.Lock()
+		if prev, ok := c.found[st.Gid]; !ok || rel < prev {
+			c.found[st.Gid] = rel
+		}
+		c.mu.Unlock()
+		return // said as a group of the caller's (err)
+	}
+	if rel == "." || st.IsSymlink() || !st.IsDir() && !st.IsRegular() {
+		return // the view's root is the stage's own; a link is changed in its directory
+	}
+	unmapped := st.Uid != c.uid || !c.mapped[st.Gid]
+	if unmapped && st.IsDir() {
+		c.mu.Lock()
+		c.frozen[rel] = st
+		c.mu.Unlock()
+		c.anyFrozen.Store(true)
+	}
+	if !c.mayChange(st) {
+		return
+	}
+	if unmapped {
+		c.block(rel, st)
+		return
+	}
+	if !c.anyFrozen.Load() {
+		return
+	}
+	// Parents are seen before their children: every frozen directory
+	// above rel is known.
+	for p := tree.Parent(rel); p != "."; p = tree.Parent(p) {
+		c.mu.RLock()
+		fst, f := c.frozen[p]
+		c.mu.RUnlock()
+		if f {
+			c.block(p, fst) // what it holds can be changed: it cannot
+		}
 	}
 }
 
-// err says which groups the workspace holds files of that cannot be mapped.
+// mayChange reports whether the caller could change the entry st
+// describes (for a directory, what it holds): it owns it, or its bits let
+// the caller write it.
+func (c *groupChecker) mayChange(st fsx.Stat) bool {
+	switch {
+	case st.Uid == c.uid:
+		return true
+	case c.member[st.Gid]:
+		return st.Mode&0o020 != 0
+	}
+	return st.Mode&0o002 != 0
+}
+
+// block notes rel, of ids the namespace cannot map, as an entry the
+// command could not change (itself or beneath it); the first by path is said.
+func (c *groupChecker) block(rel string, st fsx.Stat) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.blocked == "" || rel < c.blocked {
+		c.blocked, c.blockedSt = rel, st
+	}
+}
+
+// err says which groups the workspace holds files of that cannot be
+// mapped, or which entry the overlay could not let the caller change.
 func (c *groupChecker) err() error {
-	if c == nil || len(c.found) == 0 {
+	if c == nil {
 		return nil
 	}
+	if len(c.found) > 0 {
+		return c.groupsErr()
+	}
+	if c.blocked == "" {
+		return nil
+	}
+	st := c.blockedSt
+	who := "you"
+	if st.Uid != c.uid {
+		who = userName(st.Uid)
+	}
+	return &unfitError{msg: fmt.Sprintf("the workspace holds %s, owned by %s and %s, and the overlay's user namespace "+
+		"maps only your own user and groups: a command could not change it or what it holds in the view (EOVERFLOW)",
+		quote.Path(c.blocked), who, groupName(st.Gid, c.member[st.Gid]))}
+}
+
+func (c *groupChecker) groupsErr() error {
 	gids := make([]uint32, 0, len(c.found))
 	for g := range c.found {
 		gids = append(gids, g)
@@ -95,6 +190,28 @@ func (c *groupChecker) err() error {
 	return &unfitError{msg: fmt.Sprintf("the workspace holds files of your supplementary group %s, which the overlay's "+
 		"user namespace cannot map (newgidmap and an /etc/subgid entry granting the gid would): a command could not "+
 		"create or change files of that group in the view (EOVERFLOW)", strings.Join(parts, "; "))}
+}
+
+// userName names uid for a message.
+func userName(uid uint32) string {
+	id := strconv.FormatUint(uint64(uid), 10)
+	if u, err := user.LookupId(id); err == nil {
+		return "user " + u.Username + " (uid " + id + ")"
+	}
+	return "uid " + id
+}
+
+// groupName names gid for a message, saying whether the caller is in it.
+func groupName(gid uint32, member bool) string {
+	id := strconv.FormatUint(uint64(gid), 10)
+	name := "gid " + id
+	if g, err := user.LookupGroupId(id); err == nil {
+		name = g.Name + " (gid " + id + ")"
+	}
+	if member {
+		return "group " + name
+	}
+	return "group " + name + ", which you are not in"
 }
 
 // extraGroups are the caller's supplementary groups that newgidmap may map

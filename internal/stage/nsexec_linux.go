@@ -108,40 +108,16 @@ func enterView(s *nsSpec) error {
 		openMarks(s.Work, marks)
 	}
 	s.volatile = volatile
-	for _, rel := range s.Share {
-		src, dst := filepath.Join(s.Lower, rel), filepath.Join(s.Merged, rel)
-		if err := unix.Mount(src, dst, "", unix.MS_BIND|unix.MS_REC, ""); err != nil {
-			if errors.Is(err, unix.ENOENT) {
-				continue // gone from the workspace or the view
-			}
-			return fmt.Errorf("share %s: %w", rel, err)
-		}
-	}
-	// An excluded path may have changed type since it was listed: a file
-	// that is now a directory is hidden as a directory (it is listed as
-	// one too), a directory that is now a file is removed from the view.
-	for _, rel := range s.HideFiles {
-		if err := unix.Unlink(filepath.Join(s.Merged, rel)); err != nil && !errors.Is(err, unix.ENOENT) && !errors.Is(err, unix.EISDIR) {
-			return fmt.Errorf("exclude %s: %w", rel, err)
-		}
-	}
-	for i, rel := range s.HideDirs {
-		backing := filepath.Join(s.Hidden, fmt.Sprint(i))
-		if err := os.Mkdir(backing, 0o755); err != nil && !errors.Is(err, os.ErrExist) {
-			return fmt.Errorf("exclude %s: %w", rel, err)
-		}
-		err := unix.Mount(backing, filepath.Join(s.Merged, rel), "", unix.MS_BIND, "")
-		if errors.Is(err, unix.ENOTDIR) {
-			err = unix.Unlink(filepath.Join(s.Merged, rel))
-		}
-		if err != nil && !errors.Is(err, unix.ENOENT) && !errors.Is(err, unix.ENOTDIR) {
-			return fmt.Errorf("exclude %s: %w", rel, err)
-		}
+	// Shared and excluded paths, never through a link (viewsetup_linux.go).
+	if err := finishView(s); err != nil {
+		return err
 	}
 	if err := unix.Mount(s.Merged, s.Workspace, "", unix.MS_BIND|unix.MS_REC, ""); err != nil {
 		return fmt.Errorf("mount the view on %s: %w", s.Workspace, err)
 	}
 	if s.ReadOnly {
+		// Every mount of the view, the shared paths and hidden backings
+		// (bound read-only already) among them.
 		if err := readOnlyView(s); err != nil {
 			return err
 		}
@@ -165,7 +141,7 @@ var upperLock int = -1
 // overlay mounts never share it (overlayfs leaves that undefined): a second
 // helper for the same stage fails instead of mounting.
 func lockUpper(upper string) error {
-	fd, err := unix.Open(upper, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	fd, err := unix.Open(upper, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return fmt.Errorf("open the upper directory: %w", err)
 	}

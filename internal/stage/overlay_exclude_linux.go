@@ -9,6 +9,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -45,15 +46,31 @@ func (v *overlayView) excludedWrite(exclude tree.Selectors) visitFunc {
 // excludedDirWrites records the excluded directories whose backing (the
 // empty directory the helper mounts over them) a command wrote into.
 func (v *overlayView) excludedDirWrites() error {
+	if len(v.cfg.HideDirs) == 0 {
+		return nil
+	}
+	root, err := fsx.OpenRoot(filepath.Join(v.dir, hiddenName))
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil
+		}
+		return err
+	}
+	defer root.Close()
 	for i, rel := range v.cfg.HideDirs {
-		names, err := readDirNames(filepath.Join(v.dir, hiddenName, hiddenBacking(i)))
+		d, err := root.OpenDir(hiddenBacking(i))
+		if errors.Is(err, fs.ErrNotExist) {
+			continue
+		}
 		if err != nil {
-			if os.IsNotExist(err) {
-				continue
-			}
 			return err
 		}
-		if len(names) > 0 {
+		some, err := hasEntries(d)
+		_ = d.Close() // opened to read: nothing to lose
+		if err != nil {
+			return err
+		}
+		if some {
 			v.leftOutSet.paths = append(v.leftOutSet.paths, LeftOut{Path: rel, Dir: true})
 		}
 	}
@@ -63,17 +80,20 @@ func (v *overlayView) excludedDirWrites() error {
 // hiddenBacking names the backing directory of the i-th hidden directory.
 func hiddenBacking(i int) string { return strconv.Itoa(i) }
 
-func readDirNames(dir string) ([]string, error) {
-	f, err := os.Open(dir)
+// hasEntries reports whether the directory d holds anything, reading no
+// more of it than one entry.
+func hasEntries(d *fsx.Dir) (bool, error) {
+	fd, err := unix.Openat(d.Fd(), ".", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if err != nil {
-		return nil, err
+		return false, err
 	}
+	f := os.NewFile(uintptr(fd), d.Rel())
 	defer f.Close()
 	names, err := f.Readdirnames(1)
 	if err == io.EOF {
 		err = nil
 	}
-	return names, err
+	return len(names) > 0, err
 }
 
 // refreshHidden brings the paths the helper hides up to date before a
@@ -93,6 +113,13 @@ func (v *overlayView) refreshHidden(ctx context.Context, spec *nsSpec) error {
 	dirs, files, err := excludedPaths(ctx, v.cfg.Workspace, sels)
 	if err != nil {
 		return fmt.Errorf("find excluded paths: %w", err)
+	}
+	// A path inside a shared one is the workspace's own, bound into the
+	// view: hiding it would remove it from the workspace. Open never lists
+	// one (a shared path's subtree is not walked); neither does this.
+	if shared, _ := tree.ParseSelectors(v.cfg.Share); len(shared) > 0 && !failpoint.Disabled("hide-in-share") {
+		dirs = slices.DeleteFunc(dirs, shared.Match)
+		files = slices.DeleteFunc(files, shared.Match)
 	}
 	changed := false
 	have := map[string]bool{}

@@ -75,6 +75,9 @@ func (Overlay) Open(ctx context.Context, req OpenRequest) (View, *tree.Manifest,
 		return nil, nil, err
 	}
 	defer ws.Close()
+	if err := checkShareSelectors(ws, req.Share); err != nil {
+		return nil, nil, err
+	}
 	// The upper directory is the view's root, whose mode and owner the
 	// view shows: they are the workspace root's (the stage directory
 	// around it stays private).
@@ -85,6 +88,7 @@ func (Overlay) Open(ctx context.Context, req OpenRequest) (View, *tree.Manifest,
 	entries := newEntryChunks(req.SizeHint)
 	checkRead := os.Geteuid() != 0
 	groups := newGroupChecker()
+	var linked sharedLink
 	if rootSt, err := ws.Lstat("."); err == nil {
 		groups.see(".", rootSt)
 	}
@@ -94,6 +98,7 @@ func (Overlay) Open(ctx context.Context, req OpenRequest) (View, *tree.Manifest,
 		switch {
 		case req.Share.Match(rel):
 			cfg.ShareAt = append(cfg.ShareAt, rel)
+			linked.see(rel, st)
 		case req.Exclude.Match(rel):
 			if st.Mode.IsDir() {
 				cfg.HideDirs = append(cfg.HideDirs, rel)
@@ -132,6 +137,9 @@ func (Overlay) Open(ctx context.Context, req OpenRequest) (View, *tree.Manifest,
 	})
 	if werr != nil {
 		return nil, nil, werr
+	}
+	if err := linked.err(req.Share); err != nil {
+		return nil, nil, err
 	}
 	if err := groups.err(); err != nil {
 		return nil, nil, err
@@ -281,9 +289,16 @@ func (v *overlayView) Close() error {
 		v.upperRoot = nil
 	}
 	v.mu.Unlock()
-	inner := filepath.Join(v.dir, workName, "work")
-	if fi, err := os.Lstat(inner); err == nil && fi.IsDir() && fi.Mode().Perm()&0o700 != 0o700 {
-		os.Chmod(inner, 0o700)
+	work, err := fsx.OpenRoot(filepath.Join(v.dir, workName))
+	if err != nil {
+		return nil // no work directory: nothing to make removable
+	}
+	defer work.Close()
+	if st, err := work.Lstat("work"); err == nil && st.IsDir() && st.Mode.Perm()&0o700 != 0o700 {
+		if d, err := work.OpenDir("."); err == nil {
+			_ = d.Chmod("work", 0o700) // best effort: Remove gives it access again
+			_ = d.Close()              // opened to change a child: nothing to lose
+		}
 	}
 	return nil
 }
@@ -316,6 +331,9 @@ func (v *overlayView) helperSpec(cmd *exec.Cmd, opts RunOptions) (*nsSpec, error
 		cwd = filepath.Join(v.cfg.Workspace, cwd)
 	}
 	spec := v.spec()
+	if err := checkSharedPaths(v.cfg.Workspace, spec.Share); err != nil {
+		return nil, err
+	}
 	if err := v.refreshHidden(context.Background(), &spec); err != nil {
 		return nil, err
 	}
@@ -666,18 +684,27 @@ func (v *overlayView) opaqueFd(fd int) (bool, error) {
 }
 
 // locate says where rel is read from: the upper directory, the workspace,
-// or nowhere (fs.ErrNotExist).
+// or nowhere (fs.ErrNotExist). The upper directory holds what the stage's
+// commands left: it is walked through directory handles, never following
+// a link.
 func (v *overlayView) locate(rel string) (string, error) {
 	if err := fsx.ValidRel(rel); err != nil || rel == "." || v.hidden.Match(rel) {
 		return "", &fs.PathError{Op: "open", Path: rel, Err: fs.ErrNotExist}
 	}
+	root, err := v.openUpperRoot()
+	if err != nil {
+		return "", &fs.PathError{Op: "open", Path: rel, Err: err}
+	}
+	d, err := root.OpenDir(".")
+	if err != nil {
+		return "", &fs.PathError{Op: "open", Path: rel, Err: err}
+	}
+	defer func() { _ = d.Close() }() // opened to read: nothing to lose
 	lower := true
-	up := v.upper()
 	parts := splitRel(rel)
-	for i := range parts {
-		p := filepath.Join(up, filepath.Join(parts[:i+1]...))
+	for i, name := range parts {
 		var st unix.Stat_t
-		if err := unix.Lstat(p, &st); err != nil {
+		if err := unix.Fstatat(d.Fd(), name, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
 			if !errors.Is(err, unix.ENOENT) {
 				return "", &fs.PathError{Op: "open", Path: rel, Err: err}
 			}
@@ -689,19 +716,37 @@ func (v *overlayView) locate(rel string) (string, error) {
 		if st.Mode&unix.S_IFMT == unix.S_IFCHR && st.Rdev == 0 {
 			return "", &fs.PathError{Op: "open", Path: rel, Err: fs.ErrNotExist}
 		}
-		if i == len(parts)-1 {
-			return up, nil
+		if i == len(parts)-1 || st.Mode&unix.S_IFMT != unix.S_IFDIR {
+			return v.upper(), nil // past a non-directory, fsx refuses to go on
 		}
-		if st.Mode&unix.S_IFMT != unix.S_IFDIR {
-			return up, nil // fsx refuses to go through it
+		next, err := d.OpenDir(name)
+		if err != nil {
+			return v.upper(), nil // as above: the open that follows says why
 		}
+		_ = d.Close() // as above
+		d = next
 		if lower {
-			if opaque, err := v.isOpaqueAt(unix.AT_FDCWD, p); err == nil && opaque {
+			if opaque, err := v.opaqueFd(d.Fd()); err == nil && opaque {
 				lower = false
 			}
 		}
 	}
-	return up, nil
+	return v.upper(), nil
+}
+
+// openUpperRoot returns the upper directory, opened by the first caller
+// and kept until Close.
+func (v *overlayView) openUpperRoot() (*fsx.Root, error) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if v.upperRoot == nil {
+		r, err := fsx.OpenRoot(v.upper())
+		if err != nil {
+			return nil, err
+		}
+		v.upperRoot = r
+	}
+	return v.upperRoot, nil
 }
 
 func splitRel(rel string) []string {
@@ -744,17 +789,10 @@ func (v *overlayView) openUpper(rel string) (*os.File, bool) {
 	if err := fsx.ValidRel(rel); err != nil || rel == "." || v.hidden.Match(rel) {
 		return nil, false
 	}
-	v.mu.Lock()
-	if v.upperRoot == nil {
-		r, err := fsx.OpenRoot(v.upper())
-		if err != nil {
-			v.mu.Unlock()
-			return nil, false
-		}
-		v.upperRoot = r
+	root, err := v.openUpperRoot()
+	if err != nil {
+		return nil, false
 	}
-	root := v.upperRoot
-	v.mu.Unlock()
 	d, err := root.OpenDir(tree.Parent(rel))
 	if err != nil {
 		return nil, false
@@ -795,14 +833,7 @@ func (v *overlayView) Readlink(rel string) (string, error) {
 
 // Remove clears the work directory, which the overlay leaves unreadable.
 func (v *overlayView) Remove(ctx context.Context) error {
-	work := filepath.Join(v.dir, workName)
-	filepath.WalkDir(work, func(p string, d fs.DirEntry, err error) error {
-		if d != nil && d.IsDir() {
-			os.Chmod(p, 0o700)
-		}
-		return nil
-	})
-	return os.RemoveAll(work)
+	return RemoveTree(filepath.Join(v.dir, workName))
 }
 
 // sameDir reports whether a and b are one directory reached two ways (a

@@ -229,6 +229,25 @@ func TestOverlayReadOnly(t *testing.T) {
 	sameChanges(t, e.changes(t), map[string]string{})
 }
 
+// TestOverlayReadOnlyShare checks that --read-only covers a shared path
+// and everything in it (it is bound read-only before it is attached),
+// while a run without it writes there straight through.
+func TestOverlayReadOnlyShare(t *testing.T) {
+	e := openOverlay(t, map[string]string{"cache/sub/old": "o", "a": "a"}, "cache")
+	for _, p := range []string{"cache/new", "cache/sub/new"} {
+		if out, err := e.run(t, stage.RunOptions{ReadOnly: true}, "printf x > "+p); err == nil {
+			t.Errorf("a write to %s in a read-only view succeeded: %s", p, out)
+		}
+		if _, err := os.Lstat(filepath.Join(e.ws, p)); err == nil {
+			t.Errorf("%s reached the workspace from a read-only view", p)
+		}
+	}
+	e.mustRun(t, "printf x > cache/sub/new")
+	if data, err := os.ReadFile(filepath.Join(e.ws, "cache", "sub", "new")); err != nil || string(data) != "x" {
+		t.Errorf("without --read-only, a write to the shared path did not go through: %q, %v", data, err)
+	}
+}
+
 func TestOverlayNoNetwork(t *testing.T) {
 	e := openOverlay(t, map[string]string{"a": "a"})
 	ifaces := func(opts stage.RunOptions) []string {

@@ -47,6 +47,11 @@ func (e *unfitError) Error() string { return e.msg }
 
 func (e *unfitError) Is(target error) bool { return target == ErrUnfit || target == ErrUnsupported }
 
+// ErrLinkedSelector is wrapped by errors about a --share selector that
+// names a symlink of the workspace, or a path through one: a shared path is
+// bound into the view, and wtx never follows a link to find it.
+var ErrLinkedSelector = errors.New("a shared path is or passes through a symlink")
+
 // OpenRequest is what a backend needs to stage a workspace.
 type OpenRequest struct {
 	// Workspace is the canonical absolute path of the workspace.

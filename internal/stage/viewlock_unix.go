@@ -20,10 +20,11 @@ func lockView(root string) *os.File {
 	if root == "" {
 		return nil
 	}
-	f, err := os.Open(root)
+	fd, err := unix.Open(root, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return nil
 	}
+	f := os.NewFile(uintptr(fd), root)
 	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
 		f.Close()
 		return nil
@@ -59,7 +60,7 @@ func (c *Container) releaseView() {
 // locked directory is dir (see lockView); where that cannot be told, it
 // says so.
 func viewBusy(dir string) bool {
-	fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return true
 	}

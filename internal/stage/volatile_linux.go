@@ -96,7 +96,7 @@ func prepareVolatile(dir, work, upper string) (bool, error) {
 // settleVolatile makes what the upper directory holds durable and removes
 // the volatile mark, by paths (before a mount).
 func settleVolatile(work, upper string) error {
-	fd, err := unix.Open(upper, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	fd, err := unix.Open(upper, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return fmt.Errorf("open the upper directory: %w", err)
 	}

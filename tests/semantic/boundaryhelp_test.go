@@ -24,9 +24,21 @@ type boundaryEnv struct {
 // the backend cannot stage here.
 func newBoundaryEnv(t *testing.T, backend string, failpoints bool) *boundaryEnv {
 	t.Helper()
-	e := &boundaryEnv{stateEnv: newStateEnv(t), backend: backend}
+	return newBoundaryEnvIn(t, "", backend, failpoints)
+}
+
+// newBoundaryEnvIn is newBoundaryEnv with the workspace, the state root and
+// the rest in base (a new temporary directory when "").
+func newBoundaryEnvIn(t *testing.T, base, backend string, failpoints bool) *boundaryEnv {
+	t.Helper()
+	st := newStateEnv(t)
+	if base != "" {
+		st.ws, st.st = filepath.Join(base, "ws"), filepath.Join(base, "state")
+		mustWrite(t, filepath.Join(st.ws, "a.txt"), "a\n")
+	}
+	e := &boundaryEnv{stateEnv: st, backend: backend}
 	e.bin = wtxtest.Binary(t, failpoints)
-	base := filepath.Dir(e.ws)
+	base = filepath.Dir(e.ws)
 	bin := filepath.Join(base, "bin")
 	e.out = filepath.Join(base, "out")
 	for _, d := range []string{bin, e.out} {
