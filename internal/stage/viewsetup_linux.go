@@ -98,8 +98,11 @@ func finishView(s *nsSpec) error {
 		return err
 	}
 	defer t.close()
+	// Under --read-only every mount beneath the view is bound read-only
+	// (with confine-beneath off, none is: see readOnlyView).
+	readOnly := s.ReadOnly && !confineDisabled(s, disableConfineBeneath)
 	for _, rel := range s.Share {
-		if err := t.share(rel, s.ReadOnly); err != nil {
+		if err := t.share(rel, readOnly); err != nil {
 			return err
 		}
 	}
@@ -109,7 +112,7 @@ func finishView(s *nsSpec) error {
 		}
 	}
 	for i, rel := range s.HideDirs {
-		if err := t.hideDir(i, rel, s.ReadOnly); err != nil {
+		if err := t.hideDir(i, rel, readOnly); err != nil {
 			return err
 		}
 	}
