@@ -116,6 +116,8 @@ const (
 	RepairRestage RepairAction = "restage"
 	// RepairReview: look at the change set again.
 	RepairReview RepairAction = "review"
+	// RepairDropOp: drop op TxOp of the stage and every later one.
+	RepairDropOp RepairAction = "drop-op"
 )
 
 // Repair is a way out of a refusal. Class says which conflicts it answers
@@ -129,6 +131,8 @@ type Repair struct {
 	Stage   string
 	Paths   []string
 	Command string
+	// TxOp is the op of the stage a drop-op repair names.
+	TxOp int
 }
 
 // ConflictClass groups conflicts by what a person does about them.
