@@ -214,10 +214,12 @@ func discarding(ctx context.Context, seq int) context.Context {
 	return context.WithValue(ctx, discardKey{}, seq)
 }
 
-// discarded reports whether ctx's command discards op seq.
-func discarded(ctx context.Context, seq int) bool {
+// discarded reports whether ctx's command discards op seq, of kind: a
+// read's refresh moved the base, which only settling puts right, so a read
+// is left to a command that drops the whole stage.
+func discarded(ctx context.Context, seq int, kind string) bool {
 	from, ok := ctx.Value(discardKey{}).(int)
-	return ok && seq >= from
+	return ok && (from == 0 || seq >= from && kind != "read")
 }
 
 // settleFileOps finishes or rolls back every per-file op of the stage that
@@ -225,6 +227,9 @@ func discarded(ctx context.Context, seq int) bool {
 // caller holds the busy lock; a command that discards such an op leaves it
 // to itself.
 func (s *Stage) settleFileOps(ctx context.Context) error {
+	if from, ok := ctx.Value(discardKey{}).(int); ok && from == 0 {
+		return nil // the whole stage goes, whatever its records hold
+	}
 	pending, err := s.pendingFileOps(ctx)
 	if err != nil || len(pending) == 0 {
 		return err
@@ -245,8 +250,8 @@ func (s *Stage) settleFileOps(ctx context.Context) error {
 	}
 	for i := len(pending) - 1; i >= 0; i-- {
 		op := pending[i]
-		if discarded(ctx, op.Seq) && op.Kind != "read" {
-			continue // a read's base may have moved: it is settled, not dropped
+		if discarded(ctx, op.Seq, op.Kind) {
+			continue
 		}
 		if op.Seq != ops[len(ops)-1].Seq {
 			return s.strayError(op, fmt.Sprintf("op %d is not the stage's last op", op.Seq))
