@@ -547,7 +547,9 @@ func recorded(label string, prev, now []pfOp, try pfTry, r result) (bool, []stri
 
 // nextCommands are the commands run after a kill, in turn: each settles
 // what the kill left.
-var nextCommands = [][]string{{"status"}, {"list"}, {"read", "--tx", "TX", "--", "keep.txt"}, {"apply", "--dry-run", "TX"}}
+// (A dry-run apply ignores stale reads: the reads of the harness go stale
+// as it changes the workspace under them.)
+var nextCommands = [][]string{{"status"}, {"list"}, {"read", "--tx", "TX", "--", "keep.txt"}, {"apply", "--dry-run", "--ignore-stale-reads", "TX"}}
 
 func (e *pfEnv) nextCommand(i int) []string {
 	var out []string
