@@ -93,6 +93,9 @@ func (s *Stage) Apply(ctx context.Context, opts ApplyOptions) (res *ApplyResult,
 			return res, err
 		}
 	}
+	if err := s.settleFileOpsLocked(ctx); err != nil {
+		return nil, err
+	}
 	return s.apply(ctx, opts)
 }
 

@@ -28,21 +28,24 @@ import (
 // reads or changes the stage meanwhile, and runs in this order:
 //
 //  1. Settle. An op that a killed wtx left pending is finished or rolled
-//     back (below) before the stage is read (holdShared).
+//     back (below) before the stage is read: when the busy lock is taken
+//     (holdShared), and again once the workspace lock is held, for an op
+//     another wtx began, and was killed in, while this one waited.
 //  2. Prepare. Read the path's staged state (the before side), compute the
 //     after side, store both contents in the blob store, and find the
 //     directories above the path that a write must create. Every check
 //     that can refuse the op runs here, before anything is recorded.
+//     [fileop:prepared]
 //  3. Intent. Record the op, numbered, with its Pending part: the path's
-//     state in the view before and after, the prefix of its temporary file,
-//     the directories it creates (and, for a read, the path's new base).
-//     One database transaction. [fileop:intent]
+//     state in the view before and after, the prefix of its temporary
+//     file, the directories it creates (and, for a read, the path's new
+//     base). One database transaction. [fileop:intent]
 //  4. Change. Write the new content to a temporary file in the path's
 //     directory, its name starting with the recorded prefix, and rename it
 //     over the path; or unlink the path (rm). The rename or the unlink is
-//     the one instant the staged path changes. [fileop:changed] A read that
-//     brings the path up to date then writes its new base into the stage's
-//     manifest. [fileop:based]
+//     the one instant the staged path changes. A read that brings the path
+//     up to date then [fileop:view] writes its new base into the stage's
+//     manifest. [fileop:changed]
 //  5. Done. Clear the Pending part (a read records itself in the read set;
 //     a read that found the path gone from the workspace leaves no op). One
 //     database transaction. [fileop:done]
@@ -68,7 +71,8 @@ import (
 // wtx that started it: no change lands after its wtx was killed.
 //
 // WTX_DISABLE=fileop-intent (the negative control of T-007) changes the view
-// first and records the op afterwards, with no intent.
+// first and records the op afterwards, with no intent;
+// WTX_DISABLE=fileop-settle-locked settles only when the busy lock is taken.
 
 // TxIntent is the Pending part of a per-file op: what settling a killed op
 // needs to tell whether its change was made, and to clean up after it.
@@ -120,6 +124,7 @@ func (s *Stage) commitFileOp(ctx context.Context, op TxOp, res *FileResult, chan
 		failpoint.Hit("fileop:changed")
 		return s.keepFileOp(ctx, op, res, done)
 	}
+	failpoint.Hit("fileop:prepared")
 	if err := s.recordTxOp(ctx, op, res, nil); err != nil {
 		return err
 	}
@@ -241,7 +246,25 @@ func (s *Stage) settleFileOps(ctx context.Context) error {
 	defer unlock()
 	// Again under the lock: an op in progress in another process held it,
 	// and is done now.
-	if pending, err = s.pendingFileOps(ctx); err != nil {
+	return s.settlePending(ctx)
+}
+
+// settleFileOpsLocked is settleFileOps for a caller that holds the
+// workspace lock: a command that took the lock after holdShared settles
+// again, for an op another wtx began, and was killed in, while this one
+// waited for the lock.
+func (s *Stage) settleFileOpsLocked(ctx context.Context) error {
+	if from, ok := ctx.Value(discardKey{}).(int); ok && from == 0 || failpoint.Disabled("fileop-settle-locked") {
+		return nil // the whole stage goes; or the negative control
+	}
+	return s.settlePending(ctx)
+}
+
+// settlePending settles the stage's pending ops; the caller holds the
+// workspace lock.
+func (s *Stage) settlePending(ctx context.Context) error {
+	pending, err := s.pendingFileOps(ctx)
+	if err != nil || len(pending) == 0 {
 		return err
 	}
 	ops, err := s.TxOps(ctx)

@@ -216,6 +216,11 @@ func (s *Stage) lockedFileOps(ctx context.Context, what string) (stage.View, sta
 		release()
 		return nil, nil, nil, err
 	}
+	if err := s.settleFileOpsLocked(ctx); err != nil {
+		unlock()
+		release()
+		return nil, nil, nil, err
+	}
 	v, fo, err := s.fileOps(ctx)
 	if err != nil {
 		unlock()
@@ -515,7 +520,8 @@ func (s *Stage) DropTxOps(ctx context.Context, n int) (*DropOpsResult, error) {
 		return nil, err
 	}
 	// An op left pending among those dropped is dropped, not settled.
-	release, err := s.holdShared(discarding(ctx, n), "drop-op")
+	ctx = discarding(ctx, n)
+	release, err := s.holdShared(ctx, "drop-op")
 	if err != nil {
 		return nil, err
 	}
@@ -525,6 +531,9 @@ func (s *Stage) DropTxOps(ctx context.Context, n int) (*DropOpsResult, error) {
 		return nil, err
 	}
 	defer unlock()
+	if err := s.settleFileOpsLocked(ctx); err != nil {
+		return nil, err
+	}
 	if err := s.reload(ctx); err != nil {
 		return nil, err
 	}
