@@ -149,6 +149,9 @@ const (
 	ClassDrift ConflictClass = "drift"
 	// ClassStaleRead: a file the stage read changed in the workspace since.
 	ClassStaleRead ConflictClass = "stale-read"
+	// ClassUnrecorded: staged content that no op of the stage records
+	// (T-007); never applied.
+	ClassUnrecorded ConflictClass = "unrecorded"
 )
 
 // Class returns the conflict's class, from its kind.
@@ -160,6 +163,8 @@ func (c Conflict) Class() ConflictClass {
 		return ClassProtected
 	case "stale-read":
 		return ClassStaleRead
+	case "unrecorded":
+		return ClassUnrecorded
 	}
 	return ClassDrift
 }
