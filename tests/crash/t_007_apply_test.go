@@ -2,10 +2,13 @@ package crash
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/wtx-dev/wtx/internal/wtxtest"
 )
@@ -159,5 +162,54 @@ func TestT_007_PendingOpChangedOutsideRefused(t *testing.T) {
 	}
 	if len(st.TxOps) != 1 {
 		t.Fatalf("after drop-op 2: %d ops, want 1", len(st.TxOps))
+	}
+}
+
+// TestT_007_WriterKilledWhileAnotherWaits: a write that waits for the
+// workspace lock while another write holds it, and that other write is
+// killed once its op is recorded, finishes or rolls back the killed op
+// before its own: the stage then holds exactly what its ops describe. The
+// negative control (WTX_DISABLE=fileop-settle-locked) records the waiting
+// write after the pending one, which leaves the stage refused.
+func TestT_007_WriterKilledWhileAnotherWaits(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		env  []string
+	}{{"settled", nil}, {"negative-control", []string{"WTX_DISABLE=fileop-settle-locked"}}} {
+		t.Run(c.name, func(t *testing.T) {
+			e, _ := newPFEnv(t, "copy", c.env, pfTree())
+			// The first writer holds the lock for a second before it records
+			// its op, and is killed right after.
+			first := e.command([]string{e.bin, "-C", e.ws, "write", "--tx", e.tx, "--", "first/a.txt"},
+				[]string{"WTX_FAILPOINT_PAUSE=fileop:prepared:1s", "WTX_FAILPOINT=fileop:intent"})
+			first.Stdin = strings.NewReader("first\n")
+			mustDo(t, first.Start())
+			time.Sleep(300 * time.Millisecond)
+			second := e.wtx(nil, "second\n", "write", "--tx", e.tx, "--", "second.txt")
+			_ = first.Wait() // killed by its crash point: checked below
+			if ws, ok := first.ProcessState.Sys().(syscall.WaitStatus); !ok || !ws.Signaled() {
+				t.Fatalf("the first writer was not killed: %v", first.ProcessState)
+			}
+			r := e.wtx(nil, "", "--json", "status", e.tx)
+			var v []string
+			if r.code != 0 {
+				v = append(v, fmt.Sprintf("status after the kill: %v", r))
+			} else {
+				var st pfStatus
+				mustDo(t, json.Unmarshal([]byte(r.stdout), &st))
+				v = described("after the kill", e.base, st)
+				if len(st.TxOps) != 1 || second.code != 0 {
+					v = append(v, fmt.Sprintf("want the second write alone recorded: %d ops, second write %v", len(st.TxOps), second))
+				}
+			}
+			switch {
+			case c.env == nil && len(v) > 0:
+				t.Fatal(strings.Join(v, "\n"))
+			case c.env != nil && len(v) == 0:
+				t.Fatal("with settling under the lock off the stage came out right: the test cannot see the race")
+			case c.env != nil:
+				t.Logf("negative control: %s", v[0])
+			}
+		})
 	}
 }
