@@ -114,11 +114,12 @@ func newIntent(before, after *Side) (*TxIntent, error) {
 
 // commitFileOp runs steps 3 to 5 for op, whose Pending part is set: change
 // makes the op's change to the view, done (optional) adds to step 5's
-// transaction. res gets the op's number.
-func (s *Stage) commitFileOp(ctx context.Context, op TxOp, res *FileResult, change func() error, done func(tx *state.Txn, seq int) error) error {
+// transaction. res gets the op's number. Once the op is recorded an
+// interrupt no longer stops it: it is finished or rolled back here.
+func (s *Stage) commitFileOp(ctx context.Context, op TxOp, res *FileResult, change func(context.Context) error, done func(tx *state.Txn, seq int) error) error {
 	if failpoint.Disabled("fileop-intent") {
 		// Negative control: the view first, the record after.
-		if err := change(); err != nil {
+		if err := change(ctx); err != nil {
 			return err
 		}
 		failpoint.Hit("fileop:changed")
@@ -130,7 +131,8 @@ func (s *Stage) commitFileOp(ctx context.Context, op TxOp, res *FileResult, chan
 	}
 	op.Seq = res.TxOp
 	failpoint.Hit("fileop:intent")
-	if err := change(); err != nil {
+	ctx = context.WithoutCancel(ctx)
+	if err := change(ctx); err != nil {
 		// All of the change was made or none of it: settling says which,
 		// and finishes or rolls back the op.
 		forward, serr := s.settleFileOp(ctx, op)
@@ -430,8 +432,10 @@ func missingDirs(v stage.View, rel string) ([]string, error) {
 	return missing, nil
 }
 
-// readDone records a read of path with side in the read set.
+// readDone records a read of path with side in the read set (in step 5,
+// which an interrupt does not stop).
 func (s *Stage) readDone(ctx context.Context, path string, side *Side) func(tx *state.Txn, seq int) error {
+	ctx = context.WithoutCancel(ctx)
 	return func(tx *state.Txn, seq int) error {
 		if side == nil {
 			return nil

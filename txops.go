@@ -395,7 +395,7 @@ func (s *Stage) change(ctx context.Context, path string, op TxOp, expectHash str
 	}
 	op.Files = []TxFile{{Path: path, Before: before, After: after}}
 	res.Changes, res.Strategy = []Change{fileOpChange(path, before, after)}, StrategyStaged
-	err = s.commitFileOp(ctx, op, res, func() error {
+	err = s.commitFileOp(ctx, op, res, func(ctx context.Context) error {
 		if after == nil {
 			return s.fileOpError(path, fo.Remove(ctx, path))
 		}
@@ -721,7 +721,7 @@ func (s *Stage) refreshAndRead(ctx context.Context, v stage.View, fo stage.FileO
 	}
 	op.Pending = in
 	res := &FileResult{Path: path, Changes: []Change{}}
-	err = s.commitFileOp(ctx, op, res, func() error {
+	err = s.commitFileOp(ctx, op, res, func(ctx context.Context) error {
 		if rf.side == nil {
 			if err := fo.Remove(ctx, path); err != nil && !errors.Is(err, fs.ErrNotExist) {
 				return s.fileOpError(path, err)
