@@ -93,6 +93,9 @@ func (s *Stage) Apply(ctx context.Context, opts ApplyOptions) (res *ApplyResult,
 			return res, err
 		}
 	}
+	if err := s.settleFileOpsLocked(ctx); err != nil {
+		return nil, err
+	}
 	return s.apply(ctx, opts)
 }
 
@@ -158,6 +161,9 @@ func (s *Stage) apply(ctx context.Context, opts ApplyOptions) (res *ApplyResult,
 		if reservedPath(cs.changes[i].Path) {
 			return nil, reservedApplyError(s.ID(), cs)
 		}
+	}
+	if err := s.checkRecorded(ctx, cs.changes); err != nil {
+		return nil, err
 	}
 	if len(cs.changes) == 0 {
 		if len(opts.Paths) == 0 && len(opts.Exclude) == 0 && len(opts.Hunks) == 0 && !opts.DryRun && len(cs.all) == 0 && len(cs.Special) == 0 {

@@ -210,12 +210,17 @@ func (s *Stage) Running(ctx context.Context) (*RunInfo, error) {
 	return nil, nil
 }
 
-// settleInterrupted marks every run of the stage that never finished as
-// interrupted: the caller holds the busy lock, so no run is alive. The
+// settleInterrupted finishes or rolls back a per-file op a killed wtx left
+// pending (fileop.go), and marks every run of the stage that never
+// finished as interrupted: the caller holds the busy lock, so no run is
+// alive. The
 // stage stays open, with whatever its command wrote before it was killed,
 // and each such run gets its receipt: kind run, its command, the change
 // set as found now, no exit status, interrupted.
 func (s *Stage) settleInterrupted(ctx context.Context) error {
+	if err := s.settleFileOps(ctx); err != nil {
+		return err
+	}
 	pending, err := s.unfinishedRuns(ctx)
 	if err != nil || len(pending) == 0 {
 		return err

@@ -116,6 +116,8 @@ const (
 	RepairRestage RepairAction = "restage"
 	// RepairReview: look at the change set again.
 	RepairReview RepairAction = "review"
+	// RepairDropOp: drop op TxOp of the stage and every later one.
+	RepairDropOp RepairAction = "drop-op"
 )
 
 // Repair is a way out of a refusal. Class says which conflicts it answers
@@ -129,6 +131,8 @@ type Repair struct {
 	Stage   string
 	Paths   []string
 	Command string
+	// TxOp is the op of the stage a drop-op repair names.
+	TxOp int
 }
 
 // ConflictClass groups conflicts by what a person does about them.
@@ -145,6 +149,9 @@ const (
 	ClassDrift ConflictClass = "drift"
 	// ClassStaleRead: a file the stage read changed in the workspace since.
 	ClassStaleRead ConflictClass = "stale-read"
+	// ClassUnrecorded: staged content that no op of the stage records
+	// (T-007); never applied.
+	ClassUnrecorded ConflictClass = "unrecorded"
 )
 
 // Class returns the conflict's class, from its kind.
@@ -156,6 +163,8 @@ func (c Conflict) Class() ConflictClass {
 		return ClassProtected
 	case "stale-read":
 		return ClassStaleRead
+	case "unrecorded":
+		return ClassUnrecorded
 	}
 	return ClassDrift
 }

@@ -49,6 +49,9 @@ func (s *Stage) Fork(ctx context.Context, opts ForkOptions) (*Stage, error) {
 			return nil, err
 		}
 	}
+	if err := s.settleFileOpsLocked(ctx); err != nil {
+		return nil, err
+	}
 	now := s.ws.now().UTC()
 	id := newID("tx", now)
 	dir := s.ws.stageDir(id)

@@ -414,6 +414,7 @@ func (fk *fsck) records(db *state.DB) {
 				known[s.ID] = true
 				fk.stages = append(fk.stages, fsckStage{ws, s})
 				fk.stage(db, ws, s)
+				fk.fileOps(db, ws, s)
 			}
 			ops, err := db.ListOps(fk.ctx, ws.ID)
 			if err != nil {

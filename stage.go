@@ -511,7 +511,7 @@ func (s *Stage) Drop(ctx context.Context) error {
 	if s.row.State == StateDropped || s.row.State == StateEmpty {
 		return nil
 	}
-	release, err := s.holdShared(ctx, "drop")
+	release, err := s.holdShared(discarding(ctx, 0), "drop")
 	if err != nil {
 		return err
 	}

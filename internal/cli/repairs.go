@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"strconv"
 	"strings"
 
 	"github.com/wtx-dev/wtx"
@@ -68,6 +69,8 @@ func repairCommand(r wtx.Repair) string {
 		return "wtx drop " + tx
 	case wtx.RepairReview:
 		return "wtx diff " + tx
+	case wtx.RepairDropOp:
+		return "wtx drop-op " + tx + " " + strconv.Itoa(r.TxOp)
 	}
 	return ""
 }

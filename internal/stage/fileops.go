@@ -20,6 +20,12 @@ type FileOps interface {
 	// permission bits perm, creating missing parent directories (0755). A
 	// symlink at rel or above it is refused (fsx.ErrSymlink).
 	WriteFile(ctx context.Context, rel string, data []byte, perm fs.FileMode) error
+	// WriteFileTemp is WriteFile through a temporary file whose name in
+	// rel's directory starts with tmpPrefix (which must start with
+	// TempPrefix): whoever finishes or rolls back a write that was stopped
+	// halfway knows which names in that directory are its debris. Missing
+	// parent directories get permission bits dirPerm (0755 when zero).
+	WriteFileTemp(ctx context.Context, rel, tmpPrefix string, data []byte, perm, dirPerm fs.FileMode) error
 	// Remove deletes the file or symlink at rel (fs.ErrNotExist if absent).
 	Remove(ctx context.Context, rel string) error
 }
@@ -28,7 +34,27 @@ type FileOps interface {
 var ErrIsDir = errors.New("is a directory")
 
 func (v *copyView) WriteFile(ctx context.Context, rel string, data []byte, perm fs.FileMode) error {
-	return writeInTree(v.root, rel, data, perm)
+	return writeInTree(v.root, rel, opTempPrefix, data, perm, 0)
+}
+
+func (v *copyView) WriteFileTemp(ctx context.Context, rel, tmpPrefix string, data []byte, perm, dirPerm fs.FileMode) error {
+	if err := checkTempPrefix(tmpPrefix); err != nil {
+		return err
+	}
+	return writeInTree(v.root, rel, tmpPrefix, data, perm, dirPerm)
+}
+
+// opTempPrefix starts the temporary names of per-file writes that name
+// none of their own.
+const opTempPrefix = TempPrefix + "op-"
+
+// checkTempPrefix refuses a temporary-name prefix outside wtx's reserved
+// names, or one that is not a single name.
+func checkTempPrefix(p string) error {
+	if !strings.HasPrefix(p, TempPrefix) || strings.ContainsAny(p, "/\x00") || len(p) > 64 {
+		return fmt.Errorf("temporary name prefix %q: %w", p, fsx.ErrInvalidPath)
+	}
+	return nil
 }
 
 func (v *copyView) Remove(ctx context.Context, rel string) error {
@@ -36,19 +62,20 @@ func (v *copyView) Remove(ctx context.Context, rel string) error {
 }
 
 // writeInTree writes rel beneath the tree at root through directory
-// handles, via a temporary file renamed over the name.
-func writeInTree(root, rel string, data []byte, perm fs.FileMode) error {
-	return writeReaderInTree(root, rel, bytes.NewReader(data), perm)
+// handles, via a temporary file (its name starting with tmpPrefix) renamed
+// over the name; missing parents get dirPerm (0755 when zero).
+func writeInTree(root, rel, tmpPrefix string, data []byte, perm, dirPerm fs.FileMode) error {
+	return writeReaderInTree(root, rel, tmpPrefix, bytes.NewReader(data), perm, dirPerm)
 }
 
 // writeReaderInTree is writeInTree with the content read from data.
-func writeReaderInTree(root, rel string, data io.Reader, perm fs.FileMode) error {
+func writeReaderInTree(root, rel, tmpPrefix string, data io.Reader, perm, dirPerm fs.FileMode) error {
 	r, err := fsx.OpenRoot(root)
 	if err != nil {
 		return err
 	}
 	defer r.Close()
-	d, err := mkdirAll(r, tree.Parent(rel))
+	d, err := mkdirAll(r, tree.Parent(rel), dirPerm)
 	if err != nil {
 		return err
 	}
@@ -64,7 +91,7 @@ func writeReaderInTree(root, rel string, data io.Reader, perm fs.FileMode) error
 			return fmt.Errorf("write %s: %w", rel, fsx.ErrNotRegular)
 		}
 	}
-	f, tmp, err := d.CreateTemp(".wtx-tmp-op-")
+	f, tmp, err := d.CreateTemp(tmpPrefix)
 	if err != nil {
 		return err
 	}
@@ -85,8 +112,12 @@ func writeReaderInTree(root, rel string, data io.Reader, perm fs.FileMode) error
 	return nil
 }
 
-// mkdirAll opens directory rel beneath r, creating what is missing.
-func mkdirAll(r *fsx.Root, rel string) (*fsx.Dir, error) {
+// mkdirAll opens directory rel beneath r, creating what is missing with
+// permission bits perm (0755 when zero).
+func mkdirAll(r *fsx.Root, rel string, perm fs.FileMode) (*fsx.Dir, error) {
+	if perm == 0 {
+		perm = 0o755
+	}
 	d, err := r.OpenDir(".")
 	if err != nil || rel == "." {
 		return d, err
@@ -94,7 +125,7 @@ func mkdirAll(r *fsx.Root, rel string) (*fsx.Dir, error) {
 	for _, comp := range strings.Split(rel, "/") {
 		next, err := d.OpenDir(comp)
 		if errors.Is(err, fs.ErrNotExist) {
-			if err = d.Mkdir(comp, 0o755); err == nil || errors.Is(err, fs.ErrExist) {
+			if err = d.Mkdir(comp, perm); err == nil || errors.Is(err, fs.ErrExist) {
 				next, err = d.OpenDir(comp)
 			}
 		}

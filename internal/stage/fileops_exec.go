@@ -42,19 +42,25 @@ const (
 	fileOpNoParent
 )
 
-// fileOpMain performs "write REL PERM" (content on stdin) or "rm REL" in
+// fileOpMain performs "write REL PERM TMP-PREFIX DIR-PERM" (content on stdin) or "rm REL" in
 // the current directory, which Prepare made the view's root.
 func fileOpMain(args []string) int {
 	dir, err := os.Getwd()
 	if err == nil {
 		switch {
-		case len(args) == 3 && args[0] == "write":
-			var perm uint64
+		case len(args) == 5 && args[0] == "write":
+			var perm, dirPerm uint64
 			perm, err = strconv.ParseUint(args[2], 8, 32)
+			if err == nil {
+				dirPerm, err = strconv.ParseUint(args[4], 8, 32)
+			}
+			if err == nil {
+				err = checkTempPrefix(args[3])
+			}
 			if err == nil {
 				var data []byte
 				if data, err = io.ReadAll(os.Stdin); err == nil {
-					err = writeInTree(dir, args[1], data, fs.FileMode(perm))
+					err = writeInTree(dir, args[1], args[3], data, fs.FileMode(perm), fs.FileMode(dirPerm))
 				}
 			}
 		case len(args) == 2 && args[0] == "rm":
@@ -64,7 +70,7 @@ func fileOpMain(args []string) int {
 		case len(args) == 1 && args[0] == "materialize":
 			err = materializeMain()
 		default:
-			err = fmt.Errorf("usage: %s write REL PERM | rm REL | restore | materialize", fileOpArg)
+			err = fmt.Errorf("usage: %s write REL PERM TMP-PREFIX DIR-PERM | rm REL | restore | materialize", fileOpArg)
 		}
 	}
 	if err == nil {
@@ -108,9 +114,11 @@ func (e execFileOps) run(ctx context.Context, stdin []byte, args ...string) erro
 	if err := e.v.Prepare(cmd, RunOptions{}); err != nil {
 		return err
 	}
+	untie := tieToCaller(cmd)
 	if err = startHelper(cmd); err == nil {
 		err = cmd.Wait()
 	}
+	untie()
 	if err == nil {
 		return nil
 	}
@@ -133,7 +141,14 @@ func (e execFileOps) run(ctx context.Context, stdin []byte, args ...string) erro
 }
 
 func (e execFileOps) WriteFile(ctx context.Context, rel string, data []byte, perm fs.FileMode) error {
-	return e.run(ctx, data, "write", rel, strconv.FormatUint(uint64(perm.Perm()), 8))
+	return e.WriteFileTemp(ctx, rel, opTempPrefix, data, perm, 0)
+}
+
+func (e execFileOps) WriteFileTemp(ctx context.Context, rel, tmpPrefix string, data []byte, perm, dirPerm fs.FileMode) error {
+	if err := checkTempPrefix(tmpPrefix); err != nil {
+		return err
+	}
+	return e.run(ctx, data, "write", rel, strconv.FormatUint(uint64(perm.Perm()), 8), tmpPrefix, strconv.FormatUint(uint64(dirPerm.Perm()), 8))
 }
 
 func (e execFileOps) Remove(ctx context.Context, rel string) error {

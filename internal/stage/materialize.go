@@ -55,9 +55,11 @@ func Materialize(ctx context.Context, v View, puts []Put) error {
 	if err := v.Prepare(cmd, RunOptions{}); err != nil {
 		return err
 	}
+	untie := tieToCaller(cmd)
 	if err = startHelper(cmd); err == nil {
 		err = cmd.Wait()
 	}
+	untie()
 	if err == nil {
 		return nil
 	}

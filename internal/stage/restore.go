@@ -60,6 +60,8 @@ func Restore(ctx context.Context, v View, steps []RestoreStep) error {
 		in.Close()
 		return err
 	}
+	untie := tieToCaller(cmd)
+	defer untie()
 	if err := startHelper(cmd); err != nil {
 		in.Close()
 		return err
@@ -230,12 +232,12 @@ func restoreStep(r *fsx.Root, root string, st RestoreStep) error {
 			return err
 		}
 		defer rc.Close()
-		return writeReaderInTree(root, st.Path, rc, fs.FileMode(st.Perm))
+		return writeReaderInTree(root, st.Path, opTempPrefix, rc, fs.FileMode(st.Perm), 0)
 	}
 	var d *fsx.Dir
 	var err error
 	if st.Kind == tree.StepMkdir || st.Kind == tree.StepSymlink {
-		d, err = mkdirAll(r, tree.Parent(st.Path))
+		d, err = mkdirAll(r, tree.Parent(st.Path), 0)
 	} else {
 		d, err = r.OpenDir(tree.Parent(st.Path))
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strings"
 	"time"
 )
 
@@ -61,6 +62,23 @@ func (q *queries) ListTxOps(ctx context.Context, stageID string) ([]TxOp, error)
 // run's body carries every file it changed).
 func (q *queries) ListTxOpsContaining(ctx context.Context, stageID, kind, word string) ([]TxOp, error) {
 	return q.listTxOps(ctx, stageID, "SELECT stage_id, seq, kind, created_at, body FROM tx_ops WHERE stage_id = ? AND kind = ? AND instr(body, ?) > 0 ORDER BY seq", stageID, kind, word)
+}
+
+// ListTxOpsWith is ListTxOpsContaining for ops of any of kinds (at least
+// one).
+func (q *queries) ListTxOpsWith(ctx context.Context, stageID string, kinds []string, word string) ([]TxOp, error) {
+	if len(kinds) == 0 {
+		return nil, fmt.Errorf("list ops of %s: no kind given", stageID)
+	}
+	args := []any{stageID}
+	marks := make([]string, len(kinds))
+	for i, k := range kinds {
+		marks[i] = "?"
+		args = append(args, k)
+	}
+	args = append(args, word)
+	return q.listTxOps(ctx, stageID, "SELECT stage_id, seq, kind, created_at, body FROM tx_ops WHERE stage_id = ? AND kind IN ("+
+		strings.Join(marks, ", ")+") AND instr(body, ?) > 0 ORDER BY seq", args...)
 }
 
 func (q *queries) listTxOps(ctx context.Context, stageID, query string, args ...any) ([]TxOp, error) {
