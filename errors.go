@@ -75,6 +75,9 @@ const (
 	CodeRunAbandoned    = "precondition.run-abandoned" // the flow run was abandoned
 	CodeStepFailed      = "precondition.step-failed"   // a step's command failed or timed out (recorded in its result)
 	CodeProposalRefused = "refusal.proposal"           // an agent's proposal leaves the step's allowlist (W-005)
+
+	// Third round: trust boundaries.
+	CodeNotPermitted = "refusal.not-permitted" // the actor may not take this action (T-003's table)
 )
 
 // Sentinel errors that callers branch on. Every *Error wraps the sentinel of
@@ -118,6 +121,8 @@ const (
 	RepairReview RepairAction = "review"
 	// RepairDropOp: drop op TxOp of the stage and every later one.
 	RepairDropOp RepairAction = "drop-op"
+	// RepairPerson: a person does it; the actor asking may not (T-003).
+	RepairPerson RepairAction = "person"
 )
 
 // Repair is a way out of a refusal. Class says which conflicts it answers
@@ -133,6 +138,8 @@ type Repair struct {
 	Command string
 	// TxOp is the op of the stage a drop-op repair names.
 	TxOp int
+	// Op is the op a repair of an undo acts on.
+	Op string
 }
 
 // ConflictClass groups conflicts by what a person does about them.

@@ -54,6 +54,10 @@ type Options struct {
 	// (apply, undo, diff, gc, a copy backend's view): see Progress. It is
 	// called often and must return quickly.
 	Progress func(Progress)
+	// Actor is who the workspace acts for: every apply, undo, drop and
+	// new stage is checked against its row of the authority table (T-003).
+	// The zero value is a person.
+	Actor Actor
 }
 
 // BeginOptions configure a new stage.
@@ -112,6 +116,10 @@ type ApplyOptions struct {
 	// Each path must be part of the selection (Paths). Expect is checked
 	// against the selection before it is narrowed to hunks.
 	Hunks map[string][]int
+
+	// actor, when set, is who applies instead of the workspace's actor:
+	// a flow's agent step.
+	actor *Actor
 
 	// flowStep, when set, is the flow step attempt this apply completes:
 	// its result travels in the op record and is recorded with the op, in

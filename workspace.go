@@ -40,6 +40,8 @@ type Workspace struct {
 	found Found
 	// trust is whom the caller trusts with its configuration (T-004).
 	trust trustPolicy
+	// actor is who the workspace acts for (Options.Actor).
+	actor Actor
 }
 
 // Recovered returns what Open's recovery of interrupted applies did, or nil
@@ -113,6 +115,7 @@ func Open(ctx context.Context, dir string, opts Options) (*Workspace, error) {
 		blobs:    blobs,
 		log:      opts.Logger,
 		now:      opts.Now,
+		actor:    opts.Actor,
 
 		onProgress: opts.Progress,
 	}
