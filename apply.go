@@ -74,6 +74,9 @@ func (s *Stage) Apply(ctx context.Context, opts ApplyOptions) (res *ApplyResult,
 	if _, err := parsePaths(opts.Paths); err != nil {
 		return nil, err
 	}
+	if err := s.authorizeApply(opts); err != nil {
+		return nil, err
+	}
 	if res, done, err := s.applySettled(ctx); done {
 		return res, err
 	}
@@ -275,20 +278,14 @@ func (s *Stage) checkApply(ctx context.Context, root *fsx.Root, batch *blob.Batc
 		}
 		reachable = append(reachable, c)
 	}
-	if !opts.Approve {
-		var prot []string
-		for _, c := range cs.changes {
-			if _, ok := s.protectedPath(c.Path); ok {
-				prot = append(prot, c.Path)
-			}
-		}
-		if len(prot) > 0 {
-			chk.conflicts = append(chk.conflicts, s.protectedError(prot).Conflicts...)
-		}
-	}
 	todo, already, drift, err := chk.cas.check(ctx, reachable)
 	if err != nil {
 		return nil, err
+	}
+	// What the apply writes: the selection less what already holds its
+	// staged state. Its protected paths need the applier's approval.
+	if prot := s.protection().writes(without(cs.changes, already)); len(prot) > 0 && !approves(s.applier(opts), opts.Approve) {
+		chk.conflicts = append(chk.conflicts, s.protectedError(protectedPaths(prot)).Conflicts...)
 	}
 	shared, err := s.payloads(ctx, batch, reachable, partial, chk.cas.ident)
 	if err != nil {
@@ -305,6 +302,36 @@ func (s *Stage) checkApply(ctx context.Context, root *fsx.Root, batch *blob.Batc
 		chk.conflicts = append(chk.conflicts, stale...)
 	}
 	return chk, nil
+}
+
+// applier is who applies: a flow's agent step, else the workspace's actor.
+func (s *Stage) applier(opts ApplyOptions) Actor {
+	if opts.actor != nil {
+		return *opts.actor
+	}
+	return s.ws.actor
+}
+
+// authorizeApply asks the gate whether the applier may apply at all, and
+// ignore stale reads if it asks to; protected paths are asked about once
+// the apply knows what it writes.
+func (s *Stage) authorizeApply(opts ApplyOptions) error {
+	who := s.applier(opts)
+	if err := Authorize(who, ActionApply, false); err != nil {
+		return err
+	}
+	if opts.IgnoreStaleReads {
+		return Authorize(who, ActionIgnoreStaleReads, false)
+	}
+	return nil
+}
+
+func protectedPaths(pps []ProtectedPath) []string {
+	out := make([]string, len(pps))
+	for i, p := range pps {
+		out[i] = p.Path
+	}
+	return out
 }
 
 // payloads copies every staged file to be written into batch, so that what

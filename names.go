@@ -372,6 +372,7 @@ type receiptJSON struct {
 	Protections      int       `json:"protections"`
 	ProtectedPaths   int       `json:"protected_paths"`
 	Approved         bool      `json:"approved"`
+	Actor            string    `json:"actor,omitempty"`
 	NotTransactional []string  `json:"not_transactional"`
 	Containment      string    `json:"containment,omitempty"`
 	Interrupted      bool      `json:"interrupted,omitempty"`
@@ -383,7 +384,7 @@ func (r Receipt) toJSON() receiptJSON {
 		r.Backend, jsonname.Texts(r.Command), jsonname.B64s(r.Command), r.ExitCode, r.BaseDigest, r.ResultDigest, r.ChangesetDigest,
 		r.Counts, jsonname.Texts(r.Paths), jsonname.B64s(r.Paths), r.Refusal, r.Exclusions,
 		jsonname.Texts(r.Share), jsonname.B64s(r.Share), r.LeftOut, jsonname.Texts(r.LeftOutPaths), jsonname.B64s(r.LeftOutPaths), r.Protections, r.ProtectedPaths,
-		r.Approved, r.NotTransactional, r.Containment, r.Interrupted, r.Digest}
+		r.Approved, r.Actor, r.NotTransactional, r.Containment, r.Interrupted, r.Digest}
 }
 
 func (j receiptJSON) receipt() (Receipt, error) {
@@ -409,7 +410,7 @@ func (j receiptJSON) receipt() (Receipt, error) {
 	}
 	return Receipt{j.SchemaVersion, j.ID, j.Kind, ws, j.Tx, j.OpID, j.CreatedAt, j.Backend, cmd, j.ExitCode,
 		j.BaseDigest, j.ResultDigest, j.ChangesetDigest, j.Counts, paths, j.Refusal, j.Exclusions, share, j.LeftOut, leftOut, j.Protections,
-		j.ProtectedPaths, j.Approved, j.NotTransactional, j.Containment, j.Interrupted, j.Digest}, nil
+		j.ProtectedPaths, j.Approved, j.Actor, j.NotTransactional, j.Containment, j.Interrupted, j.Digest}, nil
 }
 
 // MarshalJSON writes the receipt with byte-safe names.

@@ -94,7 +94,9 @@ func (s *Stage) opRecord(opID string, cs *ChangeSet, opts ApplyOptions, res *App
 	now := s.ws.now().UTC()
 	r := s.newReceipt("apply", cs)
 	r.OpID = opID
-	r.Approved = opts.Approve
+	who := s.applier(opts)
+	r.Approved, r.Actor = approves(who, opts.Approve), who.String()
+	r.ProtectedPaths = s.protectedCount(todo)
 	r.Paths = append(r.Paths, opts.Paths...)
 	r.ResultDigest = tree.ResultDigest(cs.base.Entries, append(append([]tree.Change(nil), todo...), already...))
 	rec := &opRecord{

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/wtx-dev/wtx/internal/failpoint"
 	"github.com/wtx-dev/wtx/internal/quote"
 	"github.com/wtx-dev/wtx/internal/stage"
 	"github.com/wtx-dev/wtx/internal/state"
@@ -58,11 +59,19 @@ type Receipt struct {
 	Share []string `json:"share,omitempty"`
 	// LeftOut counts the paths a command wrote under an exclude selector
 	// (topmost only: a directory counts once); LeftOutPaths names them.
-	LeftOut          int      `json:"left_out,omitempty"`
-	LeftOutPaths     []string `json:"left_out_paths,omitempty"`
-	Protections      int      `json:"protections"`
-	ProtectedPaths   int      `json:"protected_paths"`
-	Approved         bool     `json:"approved"`
+	LeftOut      int      `json:"left_out,omitempty"`
+	LeftOutPaths []string `json:"left_out_paths,omitempty"`
+	Protections  int      `json:"protections"`
+	// ProtectedPaths counts the protected paths (protect selectors, .git,
+	// the project file) among those the op writes: for a run, those its
+	// change set holds; for a refused apply, those it would have written.
+	ProtectedPaths int `json:"protected_paths"`
+	// Approved says whether approval for protected paths was given and
+	// counted: asked for by an actor that may give it.
+	Approved bool `json:"approved"`
+	// Actor names who acted (T-003): "person", "mcp-agent", … (empty in
+	// receipts made before it was recorded).
+	Actor            string   `json:"actor,omitempty"`
 	NotTransactional []string `json:"not_transactional"`
 	// Containment (runs only) names what held the command's processes:
 	// "pid-namespace" or "subreaper" (all were stopped with it),
@@ -145,13 +154,26 @@ func (s *Stage) newReceipt(kind string, cs *ChangeSet) Receipt {
 			r.BaseDigest = tree.Digest(cs.base.Entries)
 			r.ResultDigest = r.BaseDigest
 		}
-		for i := range cs.changes {
-			if s.protect.Match(cs.changes[i].Path) || projectPath(cs.changes[i].Path) {
-				r.ProtectedPaths++
-			}
-		}
+		r.ProtectedPaths = s.protectedCount(cs.changes)
 	}
 	return r
+}
+
+// protectedCount counts the protected paths among changes, the defaults
+// (.git, the project file) included.
+func (s *Stage) protectedCount(changes []tree.Change) int {
+	if failpoint.Disabled("receipt-protected") {
+		// Negative control: only protect selectors and the project file
+		// count, as receipts once counted.
+		n := 0
+		for i := range changes {
+			if s.protect.Match(changes[i].Path) || projectPath(changes[i].Path) {
+				n++
+			}
+		}
+		return n
+	}
+	return len(s.protection().writes(changes))
 }
 
 func (w *Workspace) storeReceipt(ctx context.Context, r *Receipt) error {
@@ -170,7 +192,8 @@ func (w *Workspace) storeReceipt(ctx context.Context, r *Receipt) error {
 // does not hide the refusal.
 func (w *Workspace) recordRefusal(ctx context.Context, s *Stage, cs *ChangeSet, opts ApplyOptions, e *Error) {
 	r := s.newReceipt("apply", cs)
-	r.Approved = opts.Approve
+	who := s.applier(opts)
+	r.Approved, r.Actor = approves(who, opts.Approve), who.String()
 	r.Paths = append(r.Paths, opts.Paths...)
 	r.Refusal = &Refusal{Code: e.Code, Message: e.Message}
 	if err := w.storeReceipt(ctx, &r); err != nil {

@@ -122,19 +122,12 @@ func (s *Stage) Protected(cs *ChangeSet) []ProtectedPath {
 }
 
 func (s *Stage) protectedPath(p string) (ProtectedPath, bool) {
-	for _, sel := range s.protect {
-		if sel.Match(p) {
-			return ProtectedPath{Path: p, Reason: ProtectSelector, Selector: sel.String()}, true
-		}
-	}
-	if r, ok := gitRoot(p); ok {
-		return ProtectedPath{Path: p, Reason: ProtectGit, Selector: r}, true
-	}
-	if projectPath(p) {
-		return ProtectedPath{Path: p, Reason: ProtectProject, Selector: LiteralSelector(p)}, true
-	}
-	return ProtectedPath{}, false
+	return s.protection().of(p)
 }
+
+// protection is what protects the stage's paths: its protect selectors and
+// the defaults.
+func (s *Stage) protection() protection { return protection{sels: s.protect} }
 
 // ExcludeSelectors are the distinct selectors that leave every path of pp
 // out of an apply.

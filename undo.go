@@ -3,6 +3,7 @@ package wtx
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 
@@ -29,6 +30,10 @@ type UndoOptions struct {
 	// Exclude selectors leave paths of the op as they are; each must
 	// select a path of the op.
 	Exclude []string
+	// Approve allows the undo to write protected paths (protect selectors
+	// of the op's stage, .git, the project file), where the workspace's
+	// actor may approve (T-003).
+	Approve bool
 	// Newest takes back the newest apply not wholly undone yet (the op
 	// LatestOp(ctx, true) names), chosen when the undo starts, as a named
 	// one is: if another undo takes it back while this one waits for the
@@ -51,6 +56,9 @@ func (w *Workspace) Undo(ctx context.Context, ref string) (*UndoResult, error) {
 // its own receipt. Paths an earlier partial undo took back are left out; an
 // op whose paths have all been taken back is undone.
 func (w *Workspace) UndoWith(ctx context.Context, ref string, opts UndoOptions) (*UndoResult, error) {
+	if err := w.authorize(ActionApply, false); err != nil {
+		return nil, err
+	}
 	sels, err := parsePaths(opts.Paths)
 	if err != nil {
 		return nil, err
@@ -124,9 +132,20 @@ func (w *Workspace) UndoWith(ctx context.Context, ref string, opts UndoOptions) 
 	}()
 	cas := newCASReader(root, nil)
 	cas.progress = func(i, n int) { w.progress(PhaseCheck, i, n) }
-	todo, _, conflicts, err := cas.check(ctx, inverse)
+	todo, already, conflicts, err := cas.check(ctx, inverse)
 	if err != nil {
 		return nil, err
+	}
+	// The undo writes what the op wrote, back: its protected paths are
+	// those of the paths it writes, judged by the op's stage's protects
+	// and the defaults (never by what the op's receipt counted).
+	prot, err := w.opProtection(ctx, op)
+	if err != nil {
+		return nil, err
+	}
+	protected := prot.writes(without(inverse, already))
+	if len(protected) > 0 && !approves(w.actor, opts.Approve) {
+		return nil, w.undoProtected(op, protected, opts.Approve)
 	}
 	if len(conflicts) > 0 {
 		return nil, w.undoRefusal(ctx, op, inverse, conflicts)
@@ -149,6 +168,8 @@ func (w *Workspace) UndoWith(ctx context.Context, ref string, opts UndoOptions) 
 		SchemaVersion: 1, ID: newID("rc", now), Kind: "undo", Workspace: w.path, Tx: op.Tx, OpID: opID,
 		CreatedAt: now, Backend: "", Command: []string{"undo", op.ID}, Paths: append([]string{}, opts.Paths...),
 		ChangesetDigest: tree.ChangesetDigest(todo), Counts: tree.Count(todo),
+		Protections: len(prot.sels), ProtectedPaths: len(prot.writes(todo)),
+		Approved: approves(w.actor, opts.Approve), Actor: w.actor.String(),
 		NotTransactional: append([]string(nil), NotTransactional...),
 	}
 	rec := &opRecord{Op: state.Op{ID: opID, WorkspaceID: w.id, StageID: op.Tx, Kind: "undo", State: "committed", Body: body, CreatedAt: now}, Receipt: rc}
@@ -165,4 +186,42 @@ func (w *Workspace) UndoWith(ctx context.Context, ref string, opts UndoOptions) 
 	res.OpID = opID
 	res.Receipt = &rec.Receipt
 	return res, nil
+}
+
+// opProtection is what protects the paths op wrote, and so an undo of it:
+// the protect selectors of the stage it belongs to (an undo belongs to the
+// stage of the op it undid) and the defaults. A stage whose record is gone
+// leaves the defaults.
+func (w *Workspace) opProtection(ctx context.Context, op *Op) (protection, error) {
+	row, err := w.db.GetStage(ctx, op.Tx)
+	if err != nil {
+		if errors.Is(err, state.ErrNotFound) {
+			return protection{}, nil
+		}
+		return protection{}, AsError(err)
+	}
+	st, err := w.stageFromRow(row)
+	if err != nil {
+		return protection{}, err
+	}
+	return st.protection(), nil
+}
+
+// undoProtected refuses an undo that writes protected paths without an
+// approval its actor may give. The repairs are data: approve the undo (a
+// person, or an actor that may), or take back only the other paths.
+func (w *Workspace) undoProtected(op *Op, pps []ProtectedPath, asked bool) *Error {
+	cfs := make([]Conflict, len(pps))
+	for i, p := range pps {
+		cfs[i] = Conflict{Path: p.Path, Kind: "protected", Detail: p.Detail()}
+	}
+	msg := fmt.Sprintf("undo of %s writes %d protected path(s); first: %s (%s); an undo writes them only when approved", op.ID, len(pps), quote.Path(pps[0].Path), pps[0].Detail())
+	if asked && VerdictOf(w.actor, ActionWriteProtected) != WithApproval {
+		msg = fmt.Sprintf("approval refused: a %s may not approve protected paths; undo of %s writes %d of them; first: %s (%s)", w.actor, op.ID, len(pps), quote.Path(pps[0].Path), pps[0].Detail())
+	}
+	return &Error{Code: CodeProtected, Message: msg, Conflicts: cfs,
+		Repairs: []Repair{
+			{Action: RepairApprove, Class: ClassProtected, Op: op.ID, Paths: protectedPaths(pps), Detail: "undo it with the protected paths approved"},
+			{Action: RepairExclude, Class: ClassProtected, Op: op.ID, Paths: protectedPaths(pps), Detail: "take back the rest; the protected paths stay as they are"},
+		}}
 }

@@ -110,7 +110,7 @@ goes through the pager, as 'wtx diff' does.`,
 func newUndoCommand(g *globals) *cobra.Command {
 	var opts wtx.UndoOptions
 	cmd := &cobra.Command{
-		Use:   "undo [OP] [--path SEL]... [--exclude SEL]...",
+		Use:   "undo [OP] [--path SEL]... [--exclude SEL]... [--approve]",
 		Short: "Reverse an applied op, or part of it (default: the newest one not undone yet)",
 		Long: `Reverse op OP as a new op: every path it wrote gets back what it held
 before, all or nothing, through the same journaled protocol as an apply. If any
@@ -125,7 +125,12 @@ With --path, only the paths of OP that the selectors select are taken back
 (--exclude leaves what it selects out):
 all or nothing for them, with the same checks, recorded as an op of its own
 with its own receipt. A selector that selects no path of OP is an error. The
-rest of OP stays as it is; a later undo of OP takes back what is left.`,
+rest of OP stays as it is; a later undo of OP takes back what is left.
+
+Undoing is writing: an undo that writes protected paths (the op's stage's
+--protect selectors, .git, .wtx.toml) is refused (exit 2,
+refusal.protected) unless --approve is given, whether OP was an apply or an
+undo of one.`,
 		Example: `  wtx undo
   wtx log
   wtx undo op-20261130T081500Z-1a2b3c4d
@@ -174,6 +179,7 @@ rest of OP stays as it is; a later undo of OP takes back what is left.`,
 	}
 	cmd.Flags().StringArrayVar(&opts.Paths, "path", nil, "take back only the paths of OP under `SEL` (repeatable)")
 	cmd.Flags().StringArrayVar(&opts.Exclude, "exclude", nil, "leave the paths of OP under `SEL` as they are (repeatable)")
+	cmd.Flags().BoolVar(&opts.Approve, "approve", false, "allow the undo to write protected paths (--protect selectors, .git, .wtx.toml)")
 	return cmd
 }
 

@@ -41,6 +41,9 @@ func repairCommand(r wtx.Repair) string {
 			return "chmod 600 " + quote.Shell(r.Paths[0])
 		}
 	}
+	if r.Op != "" {
+		return undoRepairCommand(r)
+	}
 	if r.Stage == "" {
 		return ""
 	}
@@ -71,6 +74,22 @@ func repairCommand(r wtx.Repair) string {
 		return "wtx diff " + tx
 	case wtx.RepairDropOp:
 		return "wtx drop-op " + tx + " " + strconv.Itoa(r.TxOp)
+	}
+	return ""
+}
+
+// undoRepairCommand is the command line of a repair of an undo of r.Op.
+func undoRepairCommand(r wtx.Repair) string {
+	op := quote.Shell(r.Op)
+	switch r.Action {
+	case wtx.RepairApprove:
+		return "wtx undo " + op + " --approve"
+	case wtx.RepairExclude:
+		var b strings.Builder
+		for _, p := range r.Paths {
+			b.WriteString(" --exclude " + quote.Shell(wtx.LiteralSelector(p)))
+		}
+		return "wtx undo " + op + b.String()
 	}
 	return ""
 }
