@@ -234,6 +234,11 @@ func parseBatchLine(n int, line []byte) (*BatchItem, *Error) {
 // nothing: if any item fails, or the apply is refused, the stage is dropped
 // and the workspace is untouched; the error is the first failure's.
 func (w *Workspace) Batch(ctx context.Context, items []BatchItem, begin BeginOptions, apply ApplyOptions) (*BatchResult, error) {
+	// The caller's choices are asked about as they were made, before the
+	// project file's are added.
+	if err := w.authorizeBegin(begin); err != nil {
+		return nil, err
+	}
 	// The project file's excludes take part in the check before the stage
 	// opens; Begin is then told not to add them twice.
 	begin, err := w.withProject(begin)
@@ -244,7 +249,7 @@ func (w *Workspace) Batch(ctx context.Context, items []BatchItem, begin BeginOpt
 	if err := checkBatch(items, begin); err != nil {
 		return nil, err
 	}
-	st, err := w.Begin(ctx, begin)
+	st, err := w.begin(ctx, begin)
 	if err != nil {
 		return nil, err
 	}
@@ -253,7 +258,7 @@ func (w *Workspace) Batch(ctx context.Context, items []BatchItem, begin BeginOpt
 	firstFailed := -1
 	var firstErr *Error
 	fail := func(i int, err error) (*BatchResult, error) {
-		_ = st.Drop(context.WithoutCancel(ctx)) // a stage left open is dropped by the next 'drop --empty'; the error told is the batch's
+		_ = st.drop(context.WithoutCancel(ctx)) // a stage left open is dropped by the next 'drop --empty'; the error told is the batch's
 		e := AsError(err)
 		out := *e
 		if i >= 0 {

@@ -132,6 +132,9 @@ func (s *Stage) Run(ctx context.Context, argv []string, opts RunOptions) (*RunRe
 	if err := s.checkUsable(); err != nil {
 		return nil, err
 	}
+	if err := s.authorizeRun(); err != nil {
+		return nil, err
+	}
 	hold, err := s.holdRun(ctx)
 	if err != nil {
 		return nil, err

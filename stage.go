@@ -155,8 +155,18 @@ func (s *Stage) Workspace() *Workspace { return s.ws }
 var nameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`)
 
 // Begin opens a new stage: it stages the workspace's surface with the chosen
-// backend and records the base manifest.
+// backend and records the base manifest. What opts chooses (share, excludes,
+// a backend, leaving the project file out) must be the workspace's actor's
+// to choose (T-003), else it is refused as refusal.not-permitted.
 func (w *Workspace) Begin(ctx context.Context, opts BeginOptions) (*Stage, error) {
+	if err := w.authorizeBegin(opts); err != nil {
+		return nil, err
+	}
+	return w.begin(ctx, opts)
+}
+
+// begin is Begin with opts already authorized.
+func (w *Workspace) begin(ctx context.Context, opts BeginOptions) (*Stage, error) {
 	opts, err := w.withProject(opts)
 	if err != nil {
 		return nil, err
@@ -508,6 +518,15 @@ func (s *Stage) settle(ctx context.Context, state string) error {
 // (precondition.stage-settled), and one that a run holds is refused
 // (refusal.stage-busy).
 func (s *Stage) Drop(ctx context.Context) error {
+	if err := s.ws.authorize(ActionDrop, false); err != nil {
+		return err
+	}
+	return s.drop(ctx)
+}
+
+// drop is Drop without asking the gate: the library dropping a stage it
+// made for a call that failed.
+func (s *Stage) drop(ctx context.Context) error {
 	if s.row.State == StateDropped || s.row.State == StateEmpty {
 		return nil
 	}

@@ -516,6 +516,9 @@ type DropOpsResult struct {
 
 // DropTxOps is DropOps, saying which ops went.
 func (s *Stage) DropTxOps(ctx context.Context, n int) (*DropOpsResult, error) {
+	if err := s.ws.authorize(ActionDrop, false); err != nil {
+		return nil, err
+	}
 	if err := s.checkUsable(); err != nil {
 		return nil, err
 	}
