@@ -25,11 +25,14 @@ the current directory). It exposes begin, read, write, edit, rm, status, diff,
 apply, drop and run as tools with JSON schemas; errors carry the same codes,
 conflicts and repairs as --json. Logs go to stderr.
 
-Agents propose, people approve: changes to --protect'ed paths are refused to
-the apply tool (refusal.protected) unless the server was started with
---allow-approve; a person applies them with 'wtx apply TX --approve'. With
---propose-only the server offers no tool that changes the workspace (no apply,
-no drop): agents begin stages, read, write, edit, rm, run, status and diff.
+Agents propose, people approve: an apply or undo that writes protected paths
+(--protect'ed ones, .git, .wtx.toml) is refused (refusal.protected) unless the
+server was started with --allow-approve and the call approves; a person
+applies them with 'wtx apply TX --approve' or 'wtx undo OP --approve'. So is
+ignore_stale_reads. An agent never shares a path, and every stage it opens
+gets the project file's excludes and protects. With --propose-only the server
+offers no tool that changes the workspace (no apply, undo or drop): agents
+begin stages, read, write, edit, rm, run, status and diff.
 
 The run tool stops the command and everything it started when the call is
 cancelled (notifications/cancelled), when the client closes the server's

@@ -92,6 +92,9 @@ func newServer(cfg Config) (*mcp.Server, *handlers) {
 	}
 	s := mcp.NewServer(&mcp.Implementation{Name: "wtx", Title: "wtx: transactions for a directory", Version: cfg.Version},
 		&mcp.ServerOptions{Instructions: instructions, Logger: cfg.Log})
+	// Every call acts for the agent: the library's gate asks the
+	// authority table about it (T-003).
+	cfg.Options.Actor = cfg.Actor()
 	h := &handlers{cfg: cfg, base: context.Background()}
 	def, max := cfg.runTimeouts()
 	addTool(s, &mcp.Tool{Name: "begin", Description: "Open a new stage over the workspace; returns its id (tx). Nothing in the workspace changes."}, h.begin)
@@ -101,12 +104,14 @@ func newServer(cfg Config) (*mcp.Server, *handlers) {
 	addTool(s, &mcp.Tool{Name: "rm", Description: "Delete a file in the stage."}, h.rm)
 	addTool(s, &mcp.Tool{Name: "status", Description: "A stage's state, change set, changeset_digest, drift (changed paths that moved in the workspace) and stale reads."}, h.status)
 	addTool(s, &mcp.Tool{Name: "diff", Description: "The stage's change set as a git-style unified diff, with its changeset_digest (pass it to apply as expect)."}, h.diff)
-	if !cfg.ProposeOnly {
+	if h.has("apply") {
 		approve := "Changes to protected paths are refused (refusal.protected): this server does not approve them, a person applies them from the command line."
 		if cfg.AllowApprove {
 			approve = "Changes to protected paths need approve: true."
 		}
 		addTool(s, &mcp.Tool{Name: "apply", Description: "Apply the stage's change set (or the given paths) to the workspace, all or nothing. Refuses with a code, conflicts and repairs if anything changed behind the stage's back. " + approve}, h.apply)
+	}
+	if h.has("drop") {
 		addTool(s, &mcp.Tool{Name: "drop", Description: "Discard a stage; the workspace is untouched."}, h.drop)
 	}
 	addMoreTools(s, h)
@@ -208,13 +213,32 @@ func (h *handlers) fail(tool, tx string, err error) error {
 	return toolError{e: wtx.AsError(err), tool: tool, tx: tx, has: h.has}
 }
 
-// has reports whether the server offers tool.
+// Actor is who the server's agent is in the authority table (T-003).
+func (c Config) Actor() wtx.Actor {
+	switch {
+	case c.ProposeOnly:
+		return wtx.ActorProposingAgent
+	case c.AllowApprove:
+		return wtx.ActorApprovingAgent
+	}
+	return wtx.ActorAgent
+}
+
+// has reports whether the server offers tool, as the authority table says
+// its agent may use it; "ignore_stale_reads" asks about apply's argument.
 func (h *handlers) has(tool string) bool {
+	may := func(a wtx.Action) bool { return wtx.VerdictOf(h.cfg.Actor(), a) != wtx.Refused }
 	switch tool {
-	case "apply", "drop", "undo", "apply_hunks", "rebase":
+	case "apply", "undo", "apply_hunks":
+		return may(wtx.ActionApply)
+	case "drop":
+		return may(wtx.ActionDrop)
+	case "ignore_stale_reads":
+		return may(wtx.ActionIgnoreStaleReads)
+	case "rebase":
 		// rebase writes only the stage, but moves its base onto what the
 		// workspace holds now: a person's call on a propose-only server.
-		return !h.cfg.ProposeOnly
+		return may(wtx.ActionApply) && !h.cfg.ProposeOnly
 	}
 	return true
 }
@@ -477,7 +501,7 @@ type ApplyIn struct {
 	Exclude          []string `json:"exclude,omitempty" jsonschema:"leave these selectors out of the apply: they stay staged"`
 	Expect           string   `json:"expect,omitempty" jsonschema:"refuse unless the selected change set still has this changeset_digest"`
 	Approve          bool     `json:"approve,omitempty" jsonschema:"allow changes to protected paths (honoured only when the server was started to allow it)"`
-	IgnoreStaleReads bool     `json:"ignore_stale_reads,omitempty" jsonschema:"apply even if files the stage read changed in the workspace since"`
+	IgnoreStaleReads bool     `json:"ignore_stale_reads,omitempty" jsonschema:"apply even if files the stage read changed in the workspace since (honoured only when the server was started to allow approval)"`
 }
 
 // ApplyOut answers apply: the command line's answer.
@@ -489,10 +513,9 @@ func (h *handlers) apply(ctx context.Context, _ *mcp.CallToolRequest, in ApplyIn
 		return nil, ApplyOut{}, h.fail("apply", in.Tx, err)
 	}
 	defer ws.Close()
-	// The agent's approve counts only when a person started the server
-	// with approval delegated to it.
-	approve := in.Approve && (h.cfg.AllowApprove || failpoint.Disabled("approve-gate"))
-	r, err := st.Apply(ctx, wtx.ApplyOptions{Paths: in.Paths, Exclude: in.Exclude, Expect: in.Expect, Approve: approve, IgnoreStaleReads: in.IgnoreStaleReads})
+	// The agent's approve and ignore_stale_reads count only as far as the
+	// authority table lets this server's agent: the library's gate decides.
+	r, err := st.Apply(ctx, wtx.ApplyOptions{Paths: in.Paths, Exclude: in.Exclude, Expect: in.Expect, Approve: in.Approve, IgnoreStaleReads: in.IgnoreStaleReads})
 	if err != nil {
 		return nil, ApplyOut{}, h.fail("apply", in.Tx, st.OfferRebase(ctx, h.protected(st, err, in.Approve)))
 	}

@@ -142,8 +142,11 @@ func TestMCPRoundTrip(t *testing.T) {
 	}
 }
 
+// TestMCPStaleReadRefused runs on a server started with --allow-approve,
+// whose agent may ignore stale reads: every repair is then a tool call.
+// (On a default server that repair is a person's: TestT_003_MCPSettings.)
 func TestMCPStaleReadRefused(t *testing.T) {
-	cs, ws := session(t, map[string]string{"spec.md": "limit is 10\n", "impl.go": "const limit = 10\n"})
+	cs, ws := sessionWith(t, map[string]string{"spec.md": "limit is 10\n", "impl.go": "const limit = 10\n"}, "--allow-approve")
 	var begin struct{ Tx string }
 	call(t, cs, "begin", map[string]any{}, &begin)
 	if e := call(t, cs, "read", map[string]any{"tx": begin.Tx, "path": "spec.md"}, nil); e != "" {

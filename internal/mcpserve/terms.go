@@ -77,10 +77,14 @@ func renderError(e *wtx.Error, tx string, has func(tool string) bool) answer.Err
 	out.Repairs = []answer.Repair{}
 	for _, r := range e.Repairs {
 		rr := toolRepair(r, stageOf(r, tx), e)
-		if rr.Tool != "" && has != nil && !has(rr.Tool) {
+		switch {
+		case rr.Tool != "" && has != nil && !has(rr.Tool):
 			// This server does not offer the tool (propose-only): a person
 			// does it.
 			rr = answer.Repair{Action: string(r.Action), Detail: r.Detail + " (a person does this: this server does not offer the " + rr.Tool + " tool)",
+				Command: r.Command, Person: r.Command != ""}
+		case rr.Arguments != nil && rr.Arguments.IgnoreStaleReads && has != nil && !has("ignore_stale_reads"):
+			rr = answer.Repair{Action: string(r.Action), Detail: r.Detail + " (a person does this: this server does not let an agent ignore stale reads)",
 				Command: r.Command, Person: r.Command != ""}
 		}
 		out.Repairs = append(out.Repairs, rr)
@@ -149,6 +153,10 @@ func toolRepair(r wtx.Repair, tx string, e *wtx.Error) answer.Repair {
 	case "undo-later":
 		if op := opOf(r.Command); op != "" {
 			return call("undo", r.Detail, answer.ToolArgs{Op: op})
+		}
+	case "undo-approve":
+		if op := opOf(r.Command); op != "" {
+			return call("undo", r.Detail, answer.ToolArgs{Op: op, Approve: true})
 		}
 	case "undo-part":
 		// Take back the rest: every path that changed since left out,

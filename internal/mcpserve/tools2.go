@@ -86,6 +86,7 @@ type UndoIn struct {
 	Op      string   `json:"op,omitempty" jsonschema:"the op to reverse (an op id from log, or a unique prefix); the newest applied op not undone yet when absent"`
 	Paths   []string `json:"paths,omitempty" jsonschema:"take back only these selectors of the op's paths and what is beneath them; a selector that selects no path of the op is an error"`
 	Exclude []string `json:"exclude,omitempty" jsonschema:"leave these selectors of the op's paths as they are"`
+	Approve bool     `json:"approve,omitempty" jsonschema:"allow the undo to write protected paths (honoured only when the server was started to allow it)"`
 }
 
 func (h *handlers) undo(ctx context.Context, _ *mcp.CallToolRequest, in UndoIn) (*mcp.CallToolResult, answer.Undo, error) {
@@ -94,41 +95,36 @@ func (h *handlers) undo(ctx context.Context, _ *mcp.CallToolRequest, in UndoIn) 
 		return nil, answer.Undo{}, h.fail("undo", "", err)
 	}
 	defer ws.Close()
-	ref := in.Op
-	if !h.cfg.AllowApprove {
-		// Agents propose, people approve (L-005): an undo writes the
-		// workspace like an apply, so an op that wrote protected paths is
-		// a person's to reverse. With no op named, the one checked is the
-		// newest apply not undone yet, and the undo is of that op: one
-		// undone meanwhile is then refused, not passed over.
-		var op *wtx.Op
-		if ref == "" {
-			op, err = ws.LatestOp(ctx, true)
-		} else {
-			op, err = ws.Op(ctx, ref)
-		}
-		if err != nil {
-			return nil, answer.Undo{}, h.fail("undo", "", err)
-		}
-		rc, err := ws.Receipt(ctx, op.ID)
-		if err != nil {
-			return nil, answer.Undo{}, h.fail("undo", "", err)
-		}
-		if rc.ProtectedPaths > 0 {
-			return nil, answer.Undo{}, h.fail("undo", "", &wtx.Error{Code: wtx.CodeProtected,
-				Message: fmt.Sprintf("op %s wrote %d protected path(s) and this server does not approve changes to them: a person undoes it from the command line", op.ID, rc.ProtectedPaths),
-				Repairs: []wtx.Repair{{Action: "person-undo", Detail: "a person reverses the op", Command: "wtx undo " + op.ID}}})
-		}
-		ref = op.ID
-	}
 	// As the command line: with no op named, the newest apply not undone
 	// yet, chosen under the workspace lock, so a second undo walks further
-	// back rather than redoing.
-	res, err := ws.UndoWith(ctx, ref, wtx.UndoOptions{Paths: in.Paths, Exclude: in.Exclude, Newest: ref == ""})
+	// back rather than redoing. Undoing is writing: the library's gate
+	// judges the paths the undo writes (agents propose, people approve).
+	res, err := ws.UndoWith(ctx, in.Op, wtx.UndoOptions{Paths: in.Paths, Exclude: in.Exclude, Newest: in.Op == "", Approve: in.Approve})
 	if err != nil {
-		return nil, answer.Undo{}, h.fail("undo", "", err)
+		return nil, answer.Undo{}, h.fail("undo", "", h.protectedUndo(err))
 	}
 	return nil, answer.NewUndo(res), nil
+}
+
+// protectedUndo phrases an undo's refusal.protected for an agent: call
+// undo again approving it, or take back the rest, where this server lets
+// it; else a person undoes it at the command line.
+func (h *handlers) protectedUndo(err error) error {
+	e := wtx.AsError(err)
+	if e.Code != wtx.CodeProtected || len(e.Repairs) == 0 || e.Repairs[0].Op == "" {
+		return err
+	}
+	op := e.Repairs[0].Op
+	n := len(e.Conflicts)
+	out := &wtx.Error{Code: e.Code, Conflicts: e.Conflicts, Err: e}
+	if h.cfg.AllowApprove {
+		out.Message = fmt.Sprintf("the undo of %s writes %d protected path(s); call undo again with approve set to write them", op, n)
+		out.Repairs = []wtx.Repair{{Action: "undo-approve", Detail: "call undo with approve: true", Command: "wtx undo " + op + " --approve"}}
+		return out
+	}
+	out.Message = fmt.Sprintf("the undo of %s writes %d protected path(s) and this server does not approve changes to them: a person undoes it from the command line", op, n)
+	out.Repairs = []wtx.Repair{{Action: "person-undo", Detail: "a person reverses the op, protected paths included", Command: "wtx undo " + op + " --approve"}}
+	return out
 }
 
 // HunksIn are apply_hunks' arguments.

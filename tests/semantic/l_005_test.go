@@ -152,7 +152,7 @@ func TestL005ApproveNeedsAllowApprove(t *testing.T) {
 	// lands the protected file, which the check above would catch.
 	fp := wtxtest.Binary(t, true)
 	ws2, state2 := mcpWorkspace(t, map[string]string{"conf/secret.env": "KEY=1\n"})
-	c := startMCP(t, fp, ws2, state2, []string{"WTX_DISABLE=approve-gate"})
+	c := startMCP(t, fp, ws2, state2, []string{"WTX_DISABLE=authority"})
 	tx2 := c.beginStage(map[string]any{"protect": []string{"conf"}})
 	c.call("write", map[string]any{"tx": tx2, "path": "conf/secret.env", "content": "KEY=agent\n"})
 	if r := c.call("apply", map[string]any{"tx": tx2, "approve": true}); r.IsError {
