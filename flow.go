@@ -774,11 +774,12 @@ func (w *Workspace) execStep(ctx context.Context, run *FlowRun, n, attempt int, 
 	}
 	failpoint.Hit("flow:stage-open")
 	var items []BatchItem
+	var before *ChangeSet
 	switch step.Kind {
 	case StepRun, StepAgent:
 		// What the stage holds before an agent runs (a fork's line): the
 		// agent must leave it so.
-		before, err := st.Changes(ctx, nil)
+		before, err = st.Changes(ctx, nil)
 		if err != nil {
 			return true, w.failStep(ctx, run.ID, n, attempt, res, created, st, err, progress)
 		}
@@ -808,7 +809,14 @@ func (w *Workspace) execStep(ctx context.Context, run *FlowRun, n, attempt int, 
 		}
 	}
 	for i, it := range items {
-		if err := stageItem(ctx, st, it); err != nil {
+		var err error
+		if step.Kind == StepAgent {
+			err = st.checkEditSize(ctx, it, step.Allow.MaxBytes)
+		}
+		if err == nil {
+			err = stageItem(ctx, st, it)
+		}
+		if err != nil {
 			e := AsError(err)
 			out := *e
 			out.Message = fmt.Sprintf("op %d (%s %s): %s", i+1, it.Command, quote.Path(it.Path), e.Message)
@@ -817,6 +825,9 @@ func (w *Workspace) execStep(ctx context.Context, run *FlowRun, n, attempt int, 
 	}
 	failpoint.Hit("flow:staged")
 	cs, err := st.Changes(ctx, nil)
+	if err == nil && step.Kind == StepAgent {
+		err = checkLanded(step, before, cs)
+	}
 	if err != nil {
 		return true, w.failStep(ctx, run.ID, n, attempt, res, created, st, err, progress)
 	}
@@ -859,7 +870,14 @@ func (w *Workspace) execStep(ctx context.Context, run *FlowRun, n, attempt int, 
 // the run stops for a decision (T-008).
 func (w *Workspace) applyStep(ctx context.Context, run string, n, attempt int, st *Stage, step *FlowStep, res *StepResult, created time.Time, progress func(StepStatus), reviewed bool) (bool, error) {
 	rec := &flowStepRecord{RunID: run, Step: n, Attempt: attempt, Status: StepDone, StatusNum: int(StepDone), CreatedAt: created, Result: *res}
-	ar, err := st.Apply(ctx, ApplyOptions{Approve: step.Approve, flowStep: rec})
+	opts := ApplyOptions{Approve: step.Approve, flowStep: rec}
+	if step.Kind == StepAgent {
+		// What an agent proposed lands on its own authority (T-003): never
+		// a protected path, whatever the flow file says.
+		agent := ActorFlowAgent
+		opts.actor = &agent
+	}
+	ar, err := st.Apply(ctx, opts)
 	if err != nil {
 		*res = rec.Result
 		if reviewed && !failpoint.Disabled("flow-keep-reviewed") {

@@ -252,6 +252,15 @@ func checkFlowStep(s *FlowStep, i int) error {
 		if s.ReadOnly {
 			return bad("an agent step's command always runs read-only; leave read_only out")
 		}
+		// An agent only proposes (W-005) and never writes a protected path
+		// (T-003): a shared path would let its command write the workspace
+		// itself, and approve has nothing an agent may approve.
+		if len(s.Share) > 0 {
+			return bad("an agent step shares nothing: its command writes nothing itself, it proposes; leave share out")
+		}
+		if s.Approve {
+			return bad("an agent step never writes a protected path, approved or not (a person does); leave approve out")
+		}
 		if _, err := tree.ParseSelectors(s.Allow.Paths); err != nil {
 			return bad("allow.paths: %v", err)
 		}
