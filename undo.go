@@ -144,7 +144,7 @@ func (w *Workspace) UndoWith(ctx context.Context, ref string, opts UndoOptions) 
 		return nil, err
 	}
 	protected := prot.writes(without(inverse, already))
-	if len(protected) > 0 && !approves(w.actor, opts.Approve) {
+	if len(protected) > 0 && !mayWriteProtected(w.actor, opts.Approve) {
 		return nil, w.undoProtected(op, protected, opts.Approve)
 	}
 	if len(conflicts) > 0 {
