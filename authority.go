@@ -9,6 +9,7 @@ package wtx
 
 import (
 	"fmt"
+	"strings"
 
 	"github.com/wtx-dev/wtx/internal/failpoint"
 	"github.com/wtx-dev/wtx/internal/quote"
@@ -165,6 +166,38 @@ var authorityTable = map[Actor]map[Action]Verdict{
 		ActionBackend: Refused, ActionShare: Refused, ActionExclude: Refused, ActionIgnoreProject: Refused,
 		ActionIgnoreStaleReads: Refused, ActionLand: Refused,
 	},
+}
+
+// String is the verdict as the table in the docs writes it.
+func (v Verdict) String() string {
+	switch v {
+	case Allowed:
+		return "yes"
+	case WithApproval:
+		return "with approve"
+	}
+	return "no"
+}
+
+// authorityMarkdown renders authorityTable as docs/design.md shows it:
+// actions down, actors across.
+func authorityMarkdown() string {
+	var b strings.Builder
+	b.WriteString("| action |")
+	for a := range actorNames {
+		b.WriteString(" " + Actor(a).String() + " |")
+	}
+	b.WriteString("\n|---|")
+	for range actorNames {
+		b.WriteString("---|")
+	}
+	for act := ActionStage; act <= ActionLand; act++ {
+		b.WriteString("\n| " + act.String() + " |")
+		for a := range actorNames {
+			b.WriteString(" " + authorityTable[Actor(a)][act].String() + " |")
+		}
+	}
+	return b.String() + "\n"
 }
 
 // VerdictOf is the authority table's cell for actor and action; an actor
