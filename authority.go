@@ -303,10 +303,16 @@ func (s *Stage) authorizeRun() error {
 // defaults every stage has (.git, the project file).
 type protection struct {
 	sels tree.Selectors
+	// unknown: what protects the paths cannot be known (the stage's record
+	// is gone), so every path is protected.
+	unknown bool
 }
 
 // of says whether p is protected, and why.
 func (pr protection) of(p string) (ProtectedPath, bool) {
+	if pr.unknown {
+		return ProtectedPath{Path: p, Reason: ProtectUnknown, Selector: LiteralSelector(p)}, true
+	}
 	for _, sel := range pr.sels {
 		if sel.Match(p) {
 			return ProtectedPath{Path: p, Reason: ProtectSelector, Selector: sel.String()}, true

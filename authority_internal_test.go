@@ -2,6 +2,7 @@ package wtx
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -317,6 +318,66 @@ func checkTree(t *testing.T, step int, work string, cur map[string]string) {
 		data, err := os.ReadFile(filepath.Join(work, p))
 		if err != nil || string(data) != cur[p] {
 			t.Fatalf("step %d: %s holds %q (%v), the model says %q", step, p, data, err, cur[p])
+		}
+	}
+}
+
+// TestT_003_UndoOfAnOpWhoseStageIsGone: an undo judges protected paths by
+// the protect selectors of the op's stage; when that stage's record is gone
+// (only damage removes one) nothing says what was protected, so every path
+// the undo writes needs approval: an agent's undo is refused, a person's
+// needs --approve. (With the record gone, the undo's own op cannot be
+// recorded either; fsck reports that damage.)
+func TestT_003_UndoOfAnOpWhoseStageIsGone(t *testing.T) {
+	ctx := context.Background()
+	work, state := t.TempDir(), t.TempDir()
+	person, err := Open(ctx, work, Options{StateDir: state})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer person.Close()
+	st, err := person.Begin(ctx, BeginOptions{Backend: "copy", Protect: []string{"conf"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.Write(ctx, "conf/k", []byte("k\n"), WriteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	ar, err := st.Apply(ctx, ApplyOptions{Approve: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, err := sql.Open("sqlite", filepath.Join(state, "wtx.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn, err := raw.Conn(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, q := range []string{"PRAGMA foreign_keys=OFF", "DELETE FROM stages WHERE id = '" + st.ID() + "'"} {
+		if _, err := conn.ExecContext(ctx, q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	conn.Close()
+	raw.Close()
+	agent, err := Open(ctx, work, Options{StateDir: state, Actor: ActorAgent})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer agent.Close()
+	for _, c := range []struct {
+		ws      *Workspace
+		approve bool
+		want    string
+	}{{agent, true, CodeProtected}, {agent, false, CodeProtected}, {person, false, CodeProtected}} {
+		_, err := c.ws.UndoWith(ctx, ar.OpID, UndoOptions{Approve: c.approve})
+		if got := codeOf(err); got != c.want {
+			t.Fatalf("undo by %s (approve %v) of an op whose stage is gone: %v, want %s", c.ws.Actor(), c.approve, err, c.want)
+		}
+		if e := AsError(err); err != nil && (len(e.Conflicts) == 0 || !strings.Contains(e.Conflicts[0].Detail, "gone")) {
+			t.Fatalf("the refusal should say the stage's record is gone: %+v", e.Conflicts)
 		}
 	}
 }

@@ -86,6 +86,9 @@ const (
 	// ProtectProject: the path is the project file, .wtx.toml, protected
 	// by default (it sets the protects of every later stage).
 	ProtectProject ProtectReason = "project"
+	// ProtectUnknown: the record of the stage whose protects judge the path
+	// is gone, so every path it would write needs approval.
+	ProtectUnknown ProtectReason = "unknown"
 )
 
 // ProtectedPath is a path of a change set that an apply writes only when
@@ -105,6 +108,8 @@ func (p ProtectedPath) Detail() string {
 		return "under .git, protected by default"
 	case ProtectProject:
 		return "the project file " + ProjectFileName + ", protected by default"
+	case ProtectUnknown:
+		return "the record of its stage is gone, so what protects it cannot be known"
 	}
 	return "matches protect selector " + quote.Path(p.Selector)
 }

@@ -191,12 +191,13 @@ func (w *Workspace) UndoWith(ctx context.Context, ref string, opts UndoOptions) 
 // opProtection is what protects the paths op wrote, and so an undo of it:
 // the protect selectors of the stage it belongs to (an undo belongs to the
 // stage of the op it undid) and the defaults. A stage whose record is gone
-// leaves the defaults.
+// (stage records are never deleted: only damage does it) protects every
+// path: the undo then needs approval.
 func (w *Workspace) opProtection(ctx context.Context, op *Op) (protection, error) {
 	row, err := w.db.GetStage(ctx, op.Tx)
 	if err != nil {
 		if errors.Is(err, state.ErrNotFound) {
-			return protection{}, nil
+			return protection{unknown: true}, nil
 		}
 		return protection{}, AsError(err)
 	}
