@@ -276,7 +276,7 @@ func (w *Workspace) undoChanges(ctx context.Context, op *Op, sels, excl tree.Sel
 // undoRefusal refuses an undo whose paths changed since op wrote them.
 // Each conflict names the latest op that wrote its path since, and the
 // repairs undo those first or take back only the other paths.
-func (w *Workspace) undoRefusal(ctx context.Context, op *Op, inverse []tree.Change, conflicts []Conflict) *Error {
+func (w *Workspace) undoRefusal(ctx context.Context, op *Op, inverse []tree.Change, conflicts []Conflict, approved bool) *Error {
 	ops, err := w.Ops(ctx)
 	if err != nil {
 		ops = nil
@@ -333,6 +333,9 @@ func (w *Workspace) undoRefusal(ctx context.Context, op *Op, inverse []tree.Chan
 			for _, c := range conflicts {
 				b.WriteString(" --exclude " + shellQuote(LiteralSelector(c.Path)))
 			}
+		}
+		if approved {
+			b.WriteString(" --approve") // what it writes was approved
 		}
 		repairs = append(repairs, Repair{Action: "undo-part", Detail: "take back only the paths that did not change", Command: "wtx undo " + op.ID + b.String()})
 	}

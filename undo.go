@@ -148,7 +148,7 @@ func (w *Workspace) UndoWith(ctx context.Context, ref string, opts UndoOptions) 
 		return nil, w.undoProtected(op, protected, opts.Approve)
 	}
 	if len(conflicts) > 0 {
-		return nil, w.undoRefusal(ctx, op, inverse, conflicts)
+		return nil, w.undoRefusal(ctx, op, inverse, conflicts, approves(w.actor, opts.Approve))
 	}
 	res := &UndoResult{Undoes: op.ID}
 	for _, c := range todo {

@@ -171,7 +171,7 @@ func toolRepair(r wtx.Repair, tx string, e *wtx.Error) answer.Repair {
 			ex = append(ex, sel)
 		}
 		if op := opOf(r.Command); op != "" && len(ex) > 0 {
-			return call("undo", "call undo with exclude naming the paths that changed since: it takes back the others", answer.ToolArgs{Op: op, Exclude: ex})
+			return call("undo", "call undo with exclude naming the paths that changed since: it takes back the others", answer.ToolArgs{Op: op, Exclude: ex, Approve: strings.HasSuffix(r.Command, " --approve")})
 		}
 	case "exclude":
 		// Apply the rest: every conflicting path left out, literally. A
