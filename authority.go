@@ -59,6 +59,23 @@ func (a Actor) String() string {
 	return fmt.Sprintf("actor(%d)", uint8(a))
 }
 
+var actorPhrases = [...]string{
+	ActorPerson:         "a person",
+	ActorAgent:          "an agent over MCP",
+	ActorApprovingAgent: "an agent over MCP, on a server that approves,",
+	ActorProposingAgent: "an agent over MCP, on a server that only proposes,",
+	ActorFlowAgent:      "a flow's agent step",
+	ActorReceived:       "a received change set",
+}
+
+// phrase names the actor in a sentence.
+func (a Actor) phrase() string {
+	if int(a) < len(actorPhrases) {
+		return actorPhrases[a]
+	}
+	return a.String()
+}
+
 // Action is what an actor asks for: a column of the authority table.
 type Action uint8
 
@@ -227,14 +244,14 @@ func Authorize(actor Actor, action Action, approved bool) error {
 			return &Error{Code: CodeProtected, Message: fmt.Sprintf("%s: it needs approval", action),
 				Repairs: []Repair{{Action: RepairApprove, Class: ClassProtected, Detail: "approve it"}}}
 		}
-		return &Error{Code: CodeNotPermitted, Message: fmt.Sprintf("a %s may %s only when approving", actor, action),
+		return &Error{Code: CodeNotPermitted, Message: fmt.Sprintf("%s may %s only when its call approves", actor.phrase(), action),
 			Repairs: []Repair{{Action: RepairApprove, Detail: "approve it"}}}
 	}
 	code := CodeNotPermitted
 	if action == ActionWriteProtected {
 		code = CodeProtected
 	}
-	return &Error{Code: code, Message: fmt.Sprintf("a %s may not %s: a person does that", actor, action),
+	return &Error{Code: code, Message: fmt.Sprintf("%s may not %s; a person does that", actor.phrase(), action),
 		Repairs: []Repair{{Action: RepairPerson, Detail: "a person does this"}}}
 }
 
@@ -293,7 +310,7 @@ func (s *Stage) authorizeRun() error {
 	}
 	if err := s.ws.authorize(ActionShare, false); err != nil {
 		return &Error{Code: CodeNotPermitted, Err: err,
-			Message: fmt.Sprintf("stage %s shares %d path(s) (first: %s): a command run in it writes the workspace there directly, and a %s may not share; run in a stage of its own", s.ID(), len(s.cfg.Share), quote.Path(s.cfg.Share[0]), s.ws.actor),
+			Message: fmt.Sprintf("stage %s shares %d path(s) (first: %s): a command run in it writes the workspace there directly, and %s may not share a path; run in a stage of its own", s.ID(), len(s.cfg.Share), quote.Path(s.cfg.Share[0]), s.ws.actor.phrase()),
 			Repairs: []Repair{{Action: "begin", Detail: "run in a new stage, which shares nothing"}}}
 	}
 	return nil

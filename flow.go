@@ -878,6 +878,9 @@ func (w *Workspace) applyStep(ctx context.Context, run string, n, attempt int, s
 		opts.actor = &agent
 	}
 	ar, err := st.Apply(ctx, opts)
+	if e := AsError(err); e != nil && e.Code == CodeProtected && opts.actor != nil {
+		err = agentProtected(step, e)
+	}
 	if err != nil {
 		*res = rec.Result
 		if reviewed && !failpoint.Disabled("flow-keep-reviewed") {

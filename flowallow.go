@@ -130,3 +130,21 @@ func parentOfMatch(dir string, landed []tree.Change, sels tree.Selectors) bool {
 	}
 	return false
 }
+
+// agentProtected says of an agent step's apply refused for protected paths
+// that no approval helps: a person writes them.
+func agentProtected(step *FlowStep, e *Error) *Error {
+	var prot []Conflict
+	for _, c := range e.Conflicts {
+		if c.Class() == ClassProtected {
+			prot = append(prot, c)
+		}
+	}
+	first := ""
+	if len(prot) > 0 {
+		first = fmt.Sprintf("; first: %s (%s)", quote.Path(prot[0].Path), prot[0].Detail)
+	}
+	return &Error{Code: e.Code, Conflicts: e.Conflicts, Err: e,
+		Message: fmt.Sprintf("agent step %s: its proposal writes %d protected path(s)%s; an agent step never writes a protected path, approved or not: a person does; nothing was applied", step.Name, len(prot), first),
+		Repairs: []Repair{{Action: RepairPerson, Detail: "a person makes the change to the protected paths"}}}
+}

@@ -218,7 +218,7 @@ func (w *Workspace) undoProtected(op *Op, pps []ProtectedPath, asked bool) *Erro
 	}
 	msg := fmt.Sprintf("undo of %s writes %d protected path(s); first: %s (%s); an undo writes them only when approved", op.ID, len(pps), quote.Path(pps[0].Path), pps[0].Detail())
 	if asked && VerdictOf(w.actor, ActionWriteProtected) != WithApproval {
-		msg = fmt.Sprintf("approval refused: a %s may not approve protected paths; undo of %s writes %d of them; first: %s (%s)", w.actor, op.ID, len(pps), quote.Path(pps[0].Path), pps[0].Detail())
+		msg = fmt.Sprintf("approval refused: %s may not approve protected paths; undo of %s writes %d of them; first: %s (%s)", w.actor.phrase(), op.ID, len(pps), quote.Path(pps[0].Path), pps[0].Detail())
 	}
 	return &Error{Code: CodeProtected, Message: msg, Conflicts: cfs,
 		Repairs: []Repair{
