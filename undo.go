@@ -136,16 +136,9 @@ func (w *Workspace) UndoWith(ctx context.Context, ref string, opts UndoOptions) 
 	if err != nil {
 		return nil, err
 	}
-	// The undo writes what the op wrote, back: its protected paths are
-	// those of the paths it writes, judged by the op's stage's protects
-	// and the defaults (never by what the op's receipt counted).
-	prot, err := w.opProtection(ctx, op)
+	prot, err := w.gateUndo(ctx, op, without(inverse, already), opts.Approve)
 	if err != nil {
 		return nil, err
-	}
-	protected := prot.writes(without(inverse, already))
-	if len(protected) > 0 && !mayWriteProtected(w.actor, opts.Approve) {
-		return nil, w.undoProtected(op, protected, opts.Approve)
 	}
 	if len(conflicts) > 0 {
 		return nil, w.undoRefusal(ctx, op, inverse, conflicts, approves(w.actor, opts.Approve))
@@ -188,6 +181,21 @@ func (w *Workspace) UndoWith(ctx context.Context, ref string, opts UndoOptions) 
 	return res, nil
 }
 
+// gateUndo asks the gate about an undo of op that writes writes: its
+// protected paths are those of the paths it writes, judged by the op's
+// stage's protects and the defaults (never by what the op's receipt
+// counted). It returns what protects them, for the receipt.
+func (w *Workspace) gateUndo(ctx context.Context, op *Op, writes []tree.Change, approve bool) (protection, error) {
+	prot, err := w.opProtection(ctx, op)
+	if err != nil {
+		return prot, err
+	}
+	if pps := prot.writes(writes); len(pps) > 0 && !mayWriteProtected(w.actor, approve) {
+		return prot, w.undoProtected(op, pps, approve, len(pps) < len(writes))
+	}
+	return prot, nil
+}
+
 // opProtection is what protects the paths op wrote, and so an undo of it:
 // the protect selectors of the stage it belongs to (an undo belongs to the
 // stage of the op it undid) and the defaults. A stage whose record is gone
@@ -210,8 +218,9 @@ func (w *Workspace) opProtection(ctx context.Context, op *Op) (protection, error
 
 // undoProtected refuses an undo that writes protected paths without an
 // approval its actor may give. The repairs are data: approve the undo (a
-// person, or an actor that may), or take back only the other paths.
-func (w *Workspace) undoProtected(op *Op, pps []ProtectedPath, asked bool) *Error {
+// person, or an actor that may), or take back only the other paths when
+// there are any (rest).
+func (w *Workspace) undoProtected(op *Op, pps []ProtectedPath, asked, rest bool) *Error {
 	cfs := make([]Conflict, len(pps))
 	for i, p := range pps {
 		cfs[i] = Conflict{Path: p.Path, Kind: "protected", Detail: p.Detail()}
@@ -220,9 +229,9 @@ func (w *Workspace) undoProtected(op *Op, pps []ProtectedPath, asked bool) *Erro
 	if asked && VerdictOf(w.actor, ActionWriteProtected) != WithApproval {
 		msg = fmt.Sprintf("approval refused: %s may not approve protected paths; undo of %s writes %d of them; first: %s (%s)", w.actor.phrase(), op.ID, len(pps), quote.Path(pps[0].Path), pps[0].Detail())
 	}
-	return &Error{Code: CodeProtected, Message: msg, Conflicts: cfs,
-		Repairs: []Repair{
-			{Action: RepairApprove, Class: ClassProtected, Op: op.ID, Paths: protectedPaths(pps), Detail: "undo it with the protected paths approved"},
-			{Action: RepairExclude, Class: ClassProtected, Op: op.ID, Paths: protectedPaths(pps), Detail: "take back the rest; the protected paths stay as they are"},
-		}}
+	repairs := []Repair{{Action: RepairApprove, Class: ClassProtected, Op: op.ID, Paths: protectedPaths(pps), Detail: "undo it with the protected paths approved"}}
+	if rest {
+		repairs = append(repairs, Repair{Action: RepairExclude, Class: ClassProtected, Op: op.ID, Paths: protectedPaths(pps), Detail: "take back the rest; the protected paths stay as they are"})
+	}
+	return &Error{Code: CodeProtected, Message: msg, Conflicts: cfs, Repairs: repairs}
 }
