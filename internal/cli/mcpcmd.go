@@ -28,9 +28,9 @@ conflicts and repairs as --json. Logs go to stderr.
 Agents propose, people approve: an apply or undo that writes protected paths
 (--protect'ed ones, .git, .wtx.toml) is refused (refusal.protected) unless the
 server was started with --allow-approve and the call approves; a person
-applies them with 'wtx apply TX --approve' or 'wtx undo OP --approve'. So is
-ignore_stale_reads. An agent never shares a path, and every stage it opens
-gets the project file's excludes and protects. With --propose-only the server
+applies them with 'wtx apply TX --approve' or 'wtx undo OP --approve'.
+ignore_stale_reads needs --allow-approve too. An agent never shares a path,
+and every stage it opens gets the project file's excludes and protects. With --propose-only the server
 offers no tool that changes the workspace (no apply, undo or drop): agents
 begin stages, read, write, edit, rm, run, status and diff.
 
