@@ -443,3 +443,47 @@ func TestT_003_MCPSettingsBeyondServer(t *testing.T) {
 		t.Fatal("control: with the gate off the agent still could not override: the check cannot fail")
 	}
 }
+
+// t3OtherWays tries the other ways an agent on a default server reaches a
+// protected path: one hunk of .git/config, the project file in another
+// letter case, a hook whose name is not UTF-8, an undo that names only
+// the protected part of an op. It returns what landed.
+func t3OtherWays(t *testing.T, off bool) []string {
+	e := newT3(t, map[string]string{".git/config": "[core]\n\tbare = false\n", "a.txt": "a\n", "conf/k": "k\n"})
+	s := e.agent(off)
+	tx := s.beginStage(map[string]any{})
+	s.call("edit", map[string]any{"tx": tx, "path": ".git/config", "old": "bare = false", "new": "bare = false\n\tfsmonitor = /tmp/x"})
+	s.call("apply_hunks", map[string]any{"tx": tx, "path": ".git/config", "hunks": []int{1}})
+	tx = s.beginStage(map[string]any{})
+	s.call("write", map[string]any{"tx": tx, "path": ".WTX.toml", "content": "protect = []\n"})
+	s.call("write", map[string]any{"tx": tx, "path_b64": "LmdpdC9ob29rcy//", "content": "x\n"}) // .git/hooks/\xff
+	s.call("apply", map[string]any{"tx": tx, "approve": true})
+	op := e.personApply([]string{"conf"}, "echo k2 > conf/k; echo a2 > a.txt")
+	s.call("undo", map[string]any{"op": op, "paths": []string{"conf"}})
+	var landed []string
+	if strings.Contains(e.read(".git/config"), "fsmonitor") {
+		landed = append(landed, "a hunk of .git/config")
+	}
+	for _, p := range []string{".WTX.toml", ".git/hooks/\xff"} {
+		if _, err := os.Lstat(filepath.Join(e.ws, p)); err == nil {
+			landed = append(landed, fmt.Sprintf("%q", p))
+		}
+	}
+	if e.read("conf/k") != "k2\n" {
+		landed = append(landed, "an undo of conf/k")
+	}
+	// Taking back only what is not protected stays the agent's.
+	if r := s.call("undo", map[string]any{"op": op, "exclude": []string{"conf"}}); r.IsError || e.read("a.txt") != "a\n" {
+		t.Errorf("an agent's undo of only the unprotected part of an op: %s (a.txt %q)", r.text(), e.read("a.txt"))
+	}
+	return landed
+}
+
+func TestT_003_MCPOtherWaysToAProtectedPath(t *testing.T) {
+	if landed := t3OtherWays(t, false); len(landed) > 0 {
+		t.Fatalf("an agent on a default server wrote protected paths: %v", landed)
+	}
+	if landed := t3OtherWays(t, true); len(landed) < 4 {
+		t.Fatalf("control: with the gate off only %v landed, want all four", landed)
+	}
+}
