@@ -7,7 +7,12 @@
 //
 //	"WTXB" | version (1 byte) | flags (1 byte) | deflate(body) | sha256 (32 bytes)
 //
-// where the digest covers every byte before it. The body is a sequence of
+// where the digest covers every byte before it. That digest proves a bundle
+// whole, not who made it: anyone can recompute it. What proves the change
+// set is a signed receipt that names its change-set digest; the bundle
+// carries the public keys of its receipts' signers (FlagKeys) so that the
+// importer can check each signature and then decide whether it trusts the
+// key. The body is a sequence of
 // varints and length-prefixed strings (internal/binenc). Decode checks the
 // digest over the raw bytes first, so one byte changed anywhere, appended
 // or cut is refused before anything is decompressed; then it checks every
@@ -46,6 +51,20 @@ type Flags byte
 // --git). Each new file's content is then looked up by path and checked
 // against the entry's digest by the reader.
 const FlagContentElsewhere Flags = 1 // persisted
+
+// FlagKeys marks a bundle that carries the ed25519 public keys of its
+// receipts' signers (after the receipts). Encode sets it exactly when Keys
+// is not empty.
+const FlagKeys Flags = 2 // persisted
+
+// knownFlags are the flags this package reads.
+const knownFlags = FlagContentElsewhere | FlagKeys
+
+// KeySize is the size of a public key the bundle carries (ed25519).
+const KeySize = 32
+
+// maxKeys bounds the keys a bundle carries.
+const maxKeys = 256
 
 // ErrCorrupt is wrapped by every Decode error.
 var ErrCorrupt = errors.New("bundle is damaged or altered")
@@ -101,7 +120,11 @@ type Bundle struct {
 	Flags    Flags
 	Origin   Origin
 	Receipts [][]byte // JSON bodies, oldest first
-	Entries  []Entry  // sorted by path, bytewise
+	// Keys are the ed25519 public keys (KeySize bytes each, no two
+	// alike) that signed the receipts: what lets the importer check a
+	// signature. Whether a key is trusted is the importer's to say.
+	Keys    [][]byte
+	Entries []Entry // sorted by path, bytewise
 }
 
 // Changes returns the entries as a change set.
@@ -130,7 +153,11 @@ func Encode(w io.Writer, b *Bundle) error {
 	}
 	h := sha256.New()
 	out := io.MultiWriter(w, h)
-	if _, err := out.Write([]byte{Magic[0], Magic[1], Magic[2], Magic[3], Version, byte(b.Flags)}); err != nil {
+	flags := b.Flags &^ FlagKeys
+	if len(b.Keys) > 0 {
+		flags |= FlagKeys
+	}
+	if _, err := out.Write([]byte{Magic[0], Magic[1], Magic[2], Magic[3], Version, byte(flags)}); err != nil {
 		return err
 	}
 	fw, err := flate.NewWriter(out, flate.DefaultCompression)
@@ -146,6 +173,12 @@ func Encode(w io.Writer, b *Bundle) error {
 	buf = binary.AppendUvarint(buf, uint64(len(b.Receipts)))
 	for _, r := range b.Receipts {
 		buf = binenc.AppendString(buf, string(r))
+	}
+	if len(b.Keys) > 0 {
+		buf = binary.AppendUvarint(buf, uint64(len(b.Keys)))
+		for _, k := range b.Keys {
+			buf = binenc.AppendString(buf, string(k))
+		}
 	}
 	buf = binary.AppendUvarint(buf, uint64(len(b.Entries)))
 	if _, err := fw.Write(buf); err != nil {
@@ -250,7 +283,7 @@ func decode(data []byte, lim Limits, verify bool) (*Bundle, error) {
 		return nil, fmt.Errorf("%w: format version %d, this wtx reads version %d", ErrCorrupt, data[4], Version)
 	}
 	b := &Bundle{Flags: Flags(data[5])}
-	if b.Flags&^FlagContentElsewhere != 0 {
+	if b.Flags&^knownFlags != 0 {
 		return nil, fmt.Errorf("%w: unknown flags %#x", ErrCorrupt, data[5])
 	}
 	src := bytes.NewReader(raw[6:])
@@ -277,6 +310,15 @@ func decode(data []byte, lim Limits, verify bool) (*Bundle, error) {
 	}
 	for i := uint64(0); i < n && d.Err() == nil; i++ {
 		b.Receipts = append(b.Receipts, []byte(d.String()))
+	}
+	if b.Flags&FlagKeys != 0 {
+		n = d.Uvarint()
+		if d.Err() == nil && (n == 0 || n > maxKeys || n > uint64(d.Len())) {
+			d.Fail(fmt.Errorf("key count %d is out of range", n))
+		}
+		for i := uint64(0); i < n && d.Err() == nil; i++ {
+			b.Keys = append(b.Keys, []byte(d.String()))
+		}
 	}
 	n = d.Uvarint()
 	if d.Err() == nil && (n > uint64(d.Len()) || n > uint64(lim.Entries)) {
@@ -327,8 +369,18 @@ func (b *Bundle) check(verify bool) error {
 	fail := func(format string, args ...any) error {
 		return fmt.Errorf("%w: %s", ErrCorrupt, fmt.Sprintf(format, args...))
 	}
-	if b.Flags&^FlagContentElsewhere != 0 {
+	if b.Flags&^knownFlags != 0 {
 		return fail("unknown flags %#x", byte(b.Flags))
+	}
+	if len(b.Keys) > maxKeys {
+		return fail("%d keys, more than %d", len(b.Keys), maxKeys)
+	}
+	seen := make(map[string]bool, len(b.Keys))
+	for i, k := range b.Keys {
+		if len(k) != KeySize || seen[string(k)] {
+			return fail("key %d: %d bytes or a duplicate, want %d bytes once", i+1, len(k), KeySize)
+		}
+		seen[string(k)] = true
 	}
 	o := &b.Origin
 	for _, dg := range []string{o.BaseDigest, o.ChangesetDigest} {

@@ -21,9 +21,11 @@ func file(path, content string, perm uint32) *tree.Entry {
 
 func sample() *Bundle {
 	b := &Bundle{
+		Flags: FlagKeys,
 		Origin: Origin{Stage: "tx-20261201T000000Z-01234567", Name: "n", Workspace: "/w", GitHead: "abc",
 			BaseDigest: string(blob.Sum([]byte("base"))), ExportedAt: 42},
 		Receipts: [][]byte{[]byte(`{"id":"rc-1"}`)},
+		Keys:     [][]byte{bytes.Repeat([]byte{7}, KeySize), bytes.Repeat([]byte{9}, KeySize)},
 		Entries: []Entry{
 			{Path: "a.txt", Old: file("a.txt", "old\n", 0o644), New: file("a.txt", "new\n", 0o755), Base: []byte("old\n"), Content: []byte("new\n")},
 			{Path: "d", New: &tree.Entry{Path: "d", Type: tree.Dir, Perm: 0o755}},
@@ -53,6 +55,9 @@ func TestRoundTrip(t *testing.T) {
 	}
 	if got.Origin != b.Origin || len(got.Entries) != len(b.Entries) || string(got.Receipts[0]) != string(b.Receipts[0]) {
 		t.Fatalf("round trip: got %+v", got)
+	}
+	if len(got.Keys) != 2 || !bytes.Equal(got.Keys[1], b.Keys[1]) || got.Flags != FlagKeys {
+		t.Fatalf("round trip: keys %x, flags %#x", got.Keys, got.Flags)
 	}
 	for i := range b.Entries {
 		w, g := b.Entries[i], got.Entries[i]
@@ -110,6 +115,12 @@ func encodeUnchecked(w *bytes.Buffer, b *Bundle) error {
 	for _, r := range b.Receipts {
 		buf = binenc.AppendString(buf, string(r))
 	}
+	if b.Flags&FlagKeys != 0 {
+		buf = binary.AppendUvarint(buf, uint64(len(b.Keys)))
+		for _, k := range b.Keys {
+			buf = binenc.AppendString(buf, string(k))
+		}
+	}
 	buf = binary.AppendUvarint(buf, uint64(len(b.Entries)))
 	for i := range b.Entries {
 		e := &b.Entries[i]
@@ -156,6 +167,9 @@ func TestHostileShapesRefused(t *testing.T) {
 		"no-op":        func(b *Bundle) { b.Entries[0].New = b.Entries[0].Old; b.Entries[0].Content = []byte("old\n") },
 		"base content": func(b *Bundle) { b.Entries[0].Base = []byte("OLD\n") },
 		"base on add":  func(b *Bundle) { b.Entries[4].Base = []byte{} },
+		"short key":    func(b *Bundle) { b.Keys[0] = b.Keys[0][:KeySize-1] },
+		"same key":     func(b *Bundle) { b.Keys[1] = b.Keys[0] },
+		"no keys":      func(b *Bundle) { b.Keys = nil },
 	}
 	for name, mutate := range cases {
 		t.Run(name, func(t *testing.T) {
