@@ -78,6 +78,10 @@ const (
 
 	// Third round: trust boundaries.
 	CodeNotPermitted = "refusal.not-permitted" // the actor may not take this action (T-003's table)
+
+	// Received change sets.
+	CodeUnverified  = "refusal.unverified" // an import requires a signature (or a trusted signer) the change set lacks (T-005)
+	CodeKeyNotFound = "not-found.key"      // no key of the trust file matches (T-005)
 )
 
 // Sentinel errors that callers branch on. Every *Error wraps the sentinel of
@@ -123,6 +127,9 @@ const (
 	RepairDropOp RepairAction = "drop-op"
 	// RepairPerson: a person does it; the actor asking may not (T-003).
 	RepairPerson RepairAction = "person"
+	// RepairTrustKey: add the signer's public key to the trust file of
+	// receipt keys, once it is known to be theirs (Detail names the key).
+	RepairTrustKey RepairAction = "trust-key"
 )
 
 // Repair is a way out of a refusal. Class says which conflicts it answers

@@ -371,6 +371,7 @@ one, field for field. It says which key verified and every check it made.`,
 		},
 	}
 	verify.Flags().StringVar(&keyFile, "key", "", "the signer's public key (`PUB`, PEM as 'wtx receipt key' prints it); default: your own")
+	cmd.AddCommand(newReceiptTrustCommand(g))
 	cmd.AddCommand(verify, newReceiptKeyCommand(g))
 	return cmd
 }

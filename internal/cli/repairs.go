@@ -34,6 +34,8 @@ func withCommands(e *wtx.Error) *wtx.Error {
 // repairCommand is the command line of a repair ("" when it has none).
 func repairCommand(r wtx.Repair) string {
 	switch r.Action {
+	case wtx.RepairTrustKey:
+		return "wtx receipt trust add PUBKEY.pem"
 	case wtx.RepairNewKey:
 		return "wtx receipt key new"
 	case wtx.RepairPrivateKey:
