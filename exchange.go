@@ -1,13 +1,16 @@
 package wtx
 
 import (
+	"bytes"
 	"context"
+	"crypto/ed25519"
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"sort"
 	"unicode/utf8"
 
@@ -27,6 +30,9 @@ type ExportResult struct {
 	BaseDigest      string `json:"base_digest"`
 	Counts          Counts `json:"counts"`
 	Receipts        int    `json:"receipts"`
+	// KeyID names the key that signed the export's receipt ("" when it
+	// went unsigned): the key the receiving side trusts, or not.
+	KeyID string `json:"key_id,omitempty"`
 	// Bytes is the size of the bundle written (0 for a git export).
 	Bytes int64 `json:"bytes"`
 	// BundleDigest is the digest of the bundle's bytes.
@@ -47,6 +53,10 @@ type ImportOptions struct {
 	Backend string
 	// Protect selectors make an apply that touches them need approval.
 	Protect []string
+	// Require refuses (refusal.unverified) a change set that no receipt
+	// signed (RequireSigned) or signed by a trusted key (RequireTrusted)
+	// names.
+	Require ProofRequirement
 }
 
 // ImportOrigin is what a stage made by import keeps of where its change
@@ -64,16 +74,28 @@ type ImportOrigin struct {
 	BundleDigest     string            `json:"bundle_digest,omitempty"`
 	GitCommit        string            `json:"git_commit,omitempty"`
 	Receipts         []json.RawMessage `json:"receipts"`
+	// Keys are the signers' public keys the change set carried (base64
+	// of the raw ed25519 key), carried on by a later export.
+	Keys []string `json:"keys,omitempty"`
 }
 
 // ImportResult says what an import made.
 type ImportResult struct {
-	Tx              string       `json:"tx"`
-	Name            string       `json:"name,omitempty"`
-	Backend         string       `json:"backend"`
-	Origin          ImportOrigin `json:"origin"`
-	ChangesetDigest string       `json:"changeset_digest"`
-	Counts          Counts       `json:"counts"`
+	Tx      string       `json:"tx"`
+	Name    string       `json:"name,omitempty"`
+	Backend string       `json:"backend"`
+	Origin  ImportOrigin `json:"origin"`
+	// Proof says which receipt names the change set, which key signed it
+	// and whether this side trusts that key.
+	Proof ImportProof `json:"proof"`
+	// ChangesetDigest is the stage's change set here. It is
+	// Origin.ChangesetDigest (the one made and signed on the other side)
+	// unless this workspace's excludes left entries out: LeftOut lists
+	// them (a directory stands for what it holds), and they are never
+	// part of the stage nor applied.
+	ChangesetDigest string    `json:"changeset_digest"`
+	LeftOut         []LeftOut `json:"left_out"`
+	Counts          Counts    `json:"counts"`
 	// GitHeadHere is this workspace's git HEAD ("" when it is not a git
 	// repository); SameGitHead says whether it is the one the change set
 	// was made on.
@@ -166,14 +188,45 @@ func (s *Stage) bundleOf(ctx context.Context, withContent bool) (*bundle.Bundle,
 		for _, r := range s.cfg.Import.Receipts {
 			b.Receipts = append(b.Receipts, []byte(r))
 		}
+		b.Keys = decodeKeys(s.cfg.Import.Keys)
 	}
 	for _, r := range rows {
 		b.Receipts = append(b.Receipts, []byte(r.Body))
+	}
+	body, key := s.exportReceipt(cs)
+	if body != nil {
+		b.Receipts = append(b.Receipts, body)
+	}
+	if key != nil && !slices.ContainsFunc(b.Keys, func(k []byte) bool { return bytes.Equal(k, key) }) {
+		b.Keys = append(b.Keys, key)
 	}
 	head, dirty := gitIdentity(ctx, s.ws.path, cs.base)
 	b.Origin = bundle.Origin{Stage: s.ID(), Name: s.Name(), Workspace: s.ws.path, GitHead: head, GitDirty: dirty,
 		BaseDigest: tree.Digest(cs.base.Entries), ChangesetDigest: cs.Digest, ExportedAt: s.ws.now().UnixNano()}
 	return b, cs, nil
+}
+
+// exportReceipt is the receipt an export signs: it names the change set
+// exactly as it leaves (its digest, its base, the stage and workspace),
+// which is what proves it on the other side (T-005). It is not kept here:
+// it travels with the change set. key is the public key that signed it
+// (nil when the receipt key could not be used and it went unsigned, which
+// the log says).
+func (s *Stage) exportReceipt(cs *ChangeSet) (body, key []byte) {
+	r := s.newReceipt("export", cs)
+	r.ResultDigest = viewDigest(cs)
+	r.Digest = r.ComputeDigest()
+	body, err := s.ws.receiptBody(r)
+	if err != nil { // a receipt always encodes
+		return nil, nil
+	}
+	if rec, err := decodeReceiptBody(body); err != nil || rec.Envelope == nil {
+		return body, nil
+	}
+	if priv, err := readReceiptKey(s.ws.stateDir); err == nil {
+		key = priv.Public().(ed25519.PublicKey)
+	}
+	return body, key
 }
 
 // plainEntry is e without what only this machine knows (stat tuples).
@@ -207,8 +260,21 @@ func (s *Stage) Export(ctx context.Context, w io.Writer) (*ExportResult, error) 
 		return nil, AsError(fmt.Errorf("write bundle: %w", err))
 	}
 	return &ExportResult{Tx: s.ID(), ChangesetDigest: cs.Digest, BaseDigest: b.Origin.BaseDigest, Counts: cs.Counts,
-		Receipts: len(b.Receipts), Bytes: cw.n, BundleDigest: fmt.Sprintf("sha256:%x", cw.h.Sum(nil)),
+		Receipts: len(b.Receipts), KeyID: exportKeyID(b), Bytes: cw.n, BundleDigest: fmt.Sprintf("sha256:%x", cw.h.Sum(nil)),
 		GitHead: b.Origin.GitHead, GitDirty: b.Origin.GitDirty}, nil
+}
+
+// exportKeyID names the key that signed b's export receipt (its last),
+// "" when it is unsigned.
+func exportKeyID(b *bundle.Bundle) string {
+	if len(b.Receipts) == 0 {
+		return ""
+	}
+	rec, err := decodeReceiptBody(b.Receipts[len(b.Receipts)-1])
+	if err != nil || rec.Envelope == nil || len(rec.Envelope.Signatures) == 0 || rec.Receipt.Kind != "export" {
+		return ""
+	}
+	return rec.Envelope.Signatures[0].KeyID
 }
 
 type countingWriter struct {
@@ -261,14 +327,18 @@ func decodeBundle(data []byte) (*bundle.Bundle, error) {
 }
 
 // importBundle makes the stage. Everything that can refuse the bundle
-// itself runs before the stage is opened.
+// itself runs before the stage is opened: its receipts are checked
+// against its content and its signatures against the keys this side
+// knows (T-005).
 func (w *Workspace) importBundle(ctx context.Context, b *bundle.Bundle, origin ImportOrigin, opts ImportOptions) (*Stage, *ImportResult, error) {
-	for i, body := range b.Receipts {
-		if _, err := receiptContent(body); err != nil && !failpoint.Disabled("bundle-digest") {
-			return nil, nil, &Error{Code: CodeCorrupt, Message: fmt.Sprintf("refusing the bundle: receipt %d: %v", i+1, err), Err: err}
-		}
+	proof, err := w.proveBundle(b, opts.Require)
+	if err != nil {
+		return nil, nil, err
+	}
+	for _, body := range b.Receipts {
 		origin.Receipts = append(origin.Receipts, json.RawMessage(body))
 	}
+	origin.Keys = encodeKeys(b.Keys)
 	o := &b.Origin
 	origin.FromTx, origin.FromName, origin.FromWorkspace = o.Stage, o.Name, o.Workspace
 	if !utf8.ValidString(o.Workspace) {
@@ -290,15 +360,16 @@ func (w *Workspace) importBundle(ctx context.Context, b *bundle.Bundle, origin I
 			_ = s.Drop(context.WithoutCancel(ctx)) // the import failed; its error says why, a failed drop adds nothing
 		}
 	}()
-	for i := range b.Entries {
-		if b.Entries[i].Base != nil {
+	kept, leftOut := s.importable(b)
+	for i := range kept.Entries {
+		if kept.Entries[i].Base != nil {
 			// Kept: the original a three-way merge (rebase --merge) needs.
-			if _, err := w.blobs.PutBytes(ctx, b.Entries[i].Base); err != nil {
+			if _, err := w.blobs.PutBytes(ctx, kept.Entries[i].Base); err != nil {
 				return nil, nil, AsError(err)
 			}
 		}
 	}
-	if err := s.fill(ctx, b, &origin); err != nil {
+	if err := s.fill(ctx, kept, &origin); err != nil {
 		return nil, nil, err
 	}
 	st, err := s.Status(ctx, nil)
@@ -306,14 +377,47 @@ func (w *Workspace) importBundle(ctx context.Context, b *bundle.Bundle, origin I
 		return nil, nil, err
 	}
 	ok = true
-	res := &ImportResult{Tx: s.ID(), Name: s.Name(), Backend: s.Backend(), Origin: origin,
-		ChangesetDigest: st.ChangesetDigest, Counts: st.Counts, Drift: st.Drift}
+	res := &ImportResult{Tx: s.ID(), Name: s.Name(), Backend: s.Backend(), Origin: origin, Proof: *proof,
+		ChangesetDigest: st.ChangesetDigest, LeftOut: leftOut, Counts: st.Counts, Drift: st.Drift}
 	if res.Drift == nil {
 		res.Drift = []Conflict{}
 	}
 	res.GitHeadHere, _ = gitIdentity(ctx, w.path, nil)
 	res.SameGitHead = res.GitHeadHere != "" && res.GitHeadHere == o.GitHead
 	return s, res, nil
+}
+
+// importable splits b's entries by the stage's exclude and share
+// selectors: what lies under them is never written into the view (an
+// excluded path is no part of a stage; a shared one is the workspace's own
+// copy) and is listed as left out, topmost entries only. The rest is
+// returned as a bundle of its own.
+func (s *Stage) importable(b *bundle.Bundle) (*bundle.Bundle, []LeftOut) {
+	share, _ := tree.ParseSelectors(s.cfg.Share) // parsed when the stage was opened
+	kept := *b
+	kept.Entries = nil
+	left := map[string]bool{}
+	leftOut := []LeftOut{}
+	for _, e := range b.Entries {
+		if failpoint.Disabled("import-left-out") || (!s.exclude.Match(e.Path) && !share.Match(e.Path)) {
+			kept.Entries = append(kept.Entries, e)
+			continue
+		}
+		left[e.Path] = true
+		under := false
+		for p := tree.Parent(e.Path); p != "." && !under; p = tree.Parent(p) {
+			under = left[p]
+		}
+		if under {
+			continue
+		}
+		t := "file"
+		if (e.New != nil && e.New.Type == tree.Dir) || (e.New == nil && e.Old.Type == tree.Dir) {
+			t = "dir"
+		}
+		leftOut = append(leftOut, LeftOut{Path: e.Path, Type: t})
+	}
+	return &kept, leftOut
 }
 
 // fill writes the bundle's new entries into the stage's view and puts its

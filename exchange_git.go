@@ -7,6 +7,7 @@ import (
 	"encoding/base64"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"os/exec"
 	"strconv"
 	"strings"
@@ -15,6 +16,7 @@ import (
 	"github.com/wtx-dev/wtx/internal/blob"
 	"github.com/wtx-dev/wtx/internal/bundle"
 	"github.com/wtx-dev/wtx/internal/failpoint"
+	"github.com/wtx-dev/wtx/internal/textdiff"
 	"github.com/wtx-dev/wtx/internal/tree"
 )
 
@@ -33,27 +35,29 @@ const (
 	gitBundleEnd   = "-----END WTX CHANGE SET-----"
 )
 
+// ExportGitOptions configure a git export.
+type ExportGitOptions struct {
+	// Ref is the ref the commit goes under (default refs/wtx/<name or
+	// id>). Without Force it must lie under refs/wtx/ and not exist yet.
+	Ref string
+	// Force writes a ref outside refs/wtx/, and replaces an existing one.
+	Force bool
+}
+
 // ExportGit writes the stage's change set as a commit on top of the
-// workspace repository's HEAD under ref (default refs/wtx/<name or id>).
-func (s *Stage) ExportGit(ctx context.Context, ref string) (*ExportResult, error) {
+// workspace repository's HEAD under opts.Ref. The commit shows exactly
+// the change set: a stage whose base differs from HEAD at a path it
+// changes (uncommitted or untracked there) is refused, since a commit on
+// HEAD would show another change. The ref is written last, in one git
+// transaction that creates it (or, with Force, replaces it).
+func (s *Stage) ExportGit(ctx context.Context, opts ExportGitOptions) (*ExportResult, error) {
 	head, _ := gitIdentity(ctx, s.ws.path, nil)
 	if head == "" {
 		return nil, errorf(CodeUnsupported, "export --git: %s is not in a git repository with a commit checked out", s.ws.path)
 	}
-	if ref == "" {
-		ref = "refs/wtx/" + s.ID()
-		if s.Name() != "" {
-			ref = "refs/wtx/" + s.Name()
-		}
-	}
-	if !strings.HasPrefix(ref, "refs/") {
-		return nil, errorf(CodeUsage, "export --git: ref %q must start with refs/ (refs/wtx/NAME)", ref)
-	}
-	if _, err := git(ctx, s.ws.path, nil, "check-ref-format", ref); err != nil {
-		return nil, errorf(CodeUsage, "export --git: %q is not a valid ref name", ref)
-	}
-	if cur, err := git(ctx, s.ws.path, nil, "symbolic-ref", "-q", "HEAD"); err == nil && strings.TrimSpace(string(cur)) == ref {
-		return nil, errorf(CodeUsage, "export --git: %s is the current branch; export to another ref", ref)
+	ref, old, err := s.exportRef(ctx, opts)
+	if err != nil {
+		return nil, err
 	}
 	prefix, err := gitPrefix(ctx, s.ws.path)
 	if err != nil {
@@ -62,6 +66,12 @@ func (s *Stage) ExportGit(ctx context.Context, ref string) (*ExportResult, error
 	b, cs, err := s.bundleOf(ctx, true)
 	if err != nil {
 		return nil, err
+	}
+	if _, probs, err := gitSide(ctx, s.ws.path, head, prefix, b, true); err != nil {
+		return nil, err
+	} else if len(probs) > 0 && !failpoint.Disabled("git-parent-check") {
+		return nil, &Error{Code: CodeUnsupported, Conflicts: probs,
+			Message: fmt.Sprintf("export --git: stage %s changes %d paths whose base is not what HEAD (%s) holds (uncommitted or untracked there): a commit on HEAD would show another change than the stage's; commit that base first, or export a bundle", s.ID(), len(probs), shortID(head))}
 	}
 	meta := *b
 	meta.Flags = bundle.FlagContentElsewhere
@@ -76,9 +86,54 @@ func (s *Stage) ExportGit(ctx context.Context, ref string) (*ExportResult, error
 	}
 	msg := gitMessage(s, cs, &meta, mb.Bytes())
 	ident := gitIdent(ctx, s.ws.path, s.ws.now())
+	commit, err := gitWriteCommit(ctx, s.ws.path, s.ID(), gitStream(b, prefix, head, ident, msg), ref, old, opts.Force)
+	if err != nil {
+		return nil, err
+	}
+	return &ExportResult{Tx: s.ID(), ChangesetDigest: cs.Digest, BaseDigest: b.Origin.BaseDigest, Counts: cs.Counts,
+		Receipts: len(b.Receipts), KeyID: exportKeyID(b), GitHead: head, GitDirty: b.Origin.GitDirty, Ref: ref, Commit: commit}, nil
+}
 
-	// The fast-import stream: every blob, then one commit whose deletions
-	// come first (deepest first) and whose files and symlinks follow.
+// exportRef checks the ref a git export writes and returns it with the
+// commit it names now ("" when it does not exist). Without Force, a ref
+// outside refs/wtx/ or one that exists is refused; the current branch
+// never is written.
+func (s *Stage) exportRef(ctx context.Context, opts ExportGitOptions) (ref, old string, err error) {
+	ref = opts.Ref
+	if ref == "" {
+		ref = "refs/wtx/" + s.ID()
+		if s.Name() != "" {
+			ref = "refs/wtx/" + s.Name()
+		}
+	}
+	if !strings.HasPrefix(ref, "refs/") {
+		return "", "", errorf(CodeUsage, "export --git: ref %q must start with refs/ (refs/wtx/NAME)", ref)
+	}
+	if _, err := git(ctx, s.ws.path, nil, "check-ref-format", ref); err != nil {
+		return "", "", errorf(CodeUsage, "export --git: %q is not a valid ref name", ref)
+	}
+	guard := !opts.Force && !failpoint.Disabled("export-ref-guard")
+	if guard && !strings.HasPrefix(ref, "refs/wtx/") {
+		return "", "", errorf(CodeUsage, "export --git writes under refs/wtx/ only: %s is another namespace (a branch or tag others follow); force it to write there", ref)
+	}
+	if cur, err := git(ctx, s.ws.path, nil, "symbolic-ref", "-q", "HEAD"); err == nil && strings.TrimSpace(string(cur)) == ref {
+		return "", "", errorf(CodeUsage, "export --git: %s is the current branch; export to another ref", ref)
+	}
+	if out, err := git(ctx, s.ws.path, nil, "show-ref", "--verify", "-s", ref); err == nil {
+		old = strings.TrimSpace(string(out))
+	}
+	if old != "" && guard {
+		return "", "", &Error{Code: CodeNameTaken,
+			Message: fmt.Sprintf("export --git: %s exists (commit %s); export never rewrites a ref unless forced: give another ref, or force it", ref, shortID(old))}
+	}
+	return ref, old, nil
+}
+
+// gitStream is the fast-import stream of a git export: every blob, then
+// one commit on head whose deletions come first (deepest first) and whose
+// files and symlinks follow. It commits to the ref "COMMIT_REF", which
+// gitWriteCommit replaces.
+func gitStream(b *bundle.Bundle, prefix, head, ident, msg string) []byte {
 	var in bytes.Buffer
 	mark := 0
 	marks := make([]int, len(b.Entries))
@@ -96,7 +151,7 @@ func (s *Stage) ExportGit(ctx context.Context, ref string) (*ExportResult, error
 		in.Write(data)
 		in.WriteByte('\n')
 	}
-	fmt.Fprintf(&in, "commit %s\ncommitter %s\ndata %d\n%s\nfrom %s\n", ref, ident, len(msg), msg, head)
+	fmt.Fprintf(&in, "commit COMMIT_REF\ncommitter %s\ndata %d\n%s\nfrom %s\n", ident, len(msg), msg, head)
 	for i := len(b.Entries) - 1; i >= 0; i-- {
 		e := b.Entries[i]
 		if e.Old != nil && (e.New == nil || e.New.Type != e.Old.Type) {
@@ -107,26 +162,56 @@ func (s *Stage) ExportGit(ctx context.Context, ref string) (*ExportResult, error
 		if marks[i] == 0 {
 			continue
 		}
-		mode := "100644"
-		switch {
-		case e.New.Type == tree.Symlink:
-			mode = "120000"
-		case e.New.Perm&0o111 != 0:
-			mode = "100755"
-		}
-		fmt.Fprintf(&in, "M %s :%d %s\n", mode, marks[i], fastImportPath(prefix+e.Path))
+		fmt.Fprintf(&in, "M %s :%d %s\n", gitObjMode(e.New), marks[i], fastImportPath(prefix+e.Path))
 	}
 	in.WriteString("\ndone\n")
-	if _, err := git(ctx, s.ws.path, in.Bytes(), "fast-import", "--quiet", "--force", "--done"); err != nil {
-		return nil, AsError(fmt.Errorf("export --git: %w", err))
+	return in.Bytes()
+}
+
+// gitWriteCommit runs fast-import with stream onto a ref of its own, then
+// moves the commit to ref in one transaction that also removes that
+// temporary ref: ref is created (refused if it appeared meanwhile) or,
+// with force, set whatever it held (never through a symbolic ref).
+func gitWriteCommit(ctx context.Context, dir, tx string, stream []byte, ref, old string, force bool) (string, error) {
+	tmp := fmt.Sprintf("refs/wtx-export-tmp/%s-%x", tx, rand.Uint64())
+	stream = bytes.Replace(stream, []byte("commit COMMIT_REF\n"), []byte("commit "+tmp+"\n"), 1)
+	if _, err := git(ctx, dir, stream, "fast-import", "--quiet", "--done"); err != nil {
+		return "", AsError(fmt.Errorf("export --git: %w", err))
 	}
-	out, err := git(ctx, s.ws.path, nil, "rev-parse", "--verify", ref+"^{commit}")
+	out, err := git(ctx, dir, nil, "rev-parse", "--verify", tmp+"^{commit}")
 	if err != nil {
-		return nil, AsError(fmt.Errorf("export --git: %w", err))
+		return "", AsError(fmt.Errorf("export --git: %w", err))
 	}
-	return &ExportResult{Tx: s.ID(), ChangesetDigest: cs.Digest, BaseDigest: b.Origin.BaseDigest, Counts: cs.Counts,
-		Receipts: len(b.Receipts), GitHead: head, GitDirty: b.Origin.GitDirty, Ref: ref,
-		Commit: strings.TrimSpace(string(out))}, nil
+	commit := strings.TrimSpace(string(out))
+	var txn strings.Builder
+	txn.WriteString("start\n")
+	switch {
+	case old == "":
+		fmt.Fprintf(&txn, "create %s %s\n", ref, commit)
+	case force:
+		fmt.Fprintf(&txn, "update %s %s\n", ref, commit)
+	default:
+		fmt.Fprintf(&txn, "update %s %s %s\n", ref, commit, old)
+	}
+	fmt.Fprintf(&txn, "delete %s %s\ncommit\n", tmp, commit)
+	if _, err := git(ctx, dir, []byte(txn.String()), "update-ref", "--no-deref", "--stdin"); err != nil {
+		_, _ = git(context.WithoutCancel(ctx), dir, nil, "update-ref", "-d", tmp) // the export failed; its error says why
+		return "", &Error{Code: CodeNameTaken, Err: err, Message: fmt.Sprintf("export --git: %s could not be written (it changed meanwhile?): %v", ref, err)}
+	}
+	return commit, nil
+}
+
+// gitObjMode is the git mode of a file or symlink entry, as ls-tree
+// prints it: git keeps the owner's exec bit only.
+func gitObjMode(e *tree.Entry) string {
+	return fmt.Sprintf("%o", gitMode(e))
+}
+
+func shortID(h string) string {
+	if len(h) > 12 {
+		return h[:12]
+	}
+	return h
 }
 
 func gitMessage(s *Stage, cs *ChangeSet, meta *bundle.Bundle, enc []byte) string {
@@ -189,55 +274,25 @@ func fastImportPath(p string) string {
 }
 
 // ImportGit opens a stage carrying the change set of the commit ref names,
-// which wtx export --git wrote (and git fetch brought here): the change
-// set its message describes, with each file's content taken from the
-// commit's tree and checked against its digest. A commit whose tree
-// changes anything its message does not describe, or whose content does
-// not match, is refused as io.corrupt and nothing is made.
+// which wtx export --git wrote (and git fetch brought here). The change
+// set is the commit's diff against its parent in git, and must equal, path
+// for path and on both sides, the change set its message lists: every
+// path the diff shows is listed, every listed base is what the parent
+// holds and every listed result what the commit holds (content checked
+// against its digest), and the base it says it was made on is that
+// parent. Anything else is refused as io.corrupt and nothing is made
+// (X-003, T-005). The listing's receipts are checked as a bundle's.
 func (w *Workspace) ImportGit(ctx context.Context, ref string, opts ImportOptions) (*Stage, *ImportResult, error) {
-	if strings.HasPrefix(ref, "-") {
-		return nil, nil, errorf(CodeUsage, "import --git: %q is not a ref", ref)
-	}
-	out, err := git(ctx, w.path, nil, "rev-parse", "--verify", "-q", "--end-of-options", ref+"^{commit}")
+	commit, parent, b, err := w.gitChangeSet(ctx, ref)
 	if err != nil {
-		return nil, nil, errorf(CodeGitRefNotFound, "import --git: %s names no commit in the repository of %s (fetch it first)", ref, w.path)
-	}
-	commit := strings.TrimSpace(string(out))
-	raw, err := git(ctx, w.path, nil, "cat-file", "commit", commit)
-	if err != nil {
-		return nil, nil, AsError(err)
-	}
-	hdr, msg, ok := bytes.Cut(raw, []byte("\n\n"))
-	if !ok {
-		return nil, nil, errorf(CodeCorrupt, "import --git: commit %s has no message", commit)
-	}
-	var parent string
-	for line := range bytes.SplitSeq(hdr, []byte("\n")) {
-		if p, ok := bytes.CutPrefix(line, []byte("parent ")); ok && parent == "" {
-			parent = string(p)
-		}
+		return nil, nil, err
 	}
 	corrupt := func(format string, args ...any) error {
 		return &Error{Code: CodeCorrupt, Message: "refusing commit " + commit + ": " + fmt.Sprintf(format, args...)}
 	}
-	if parent == "" {
-		return nil, nil, corrupt("it has no parent, so it was not written by wtx export --git")
-	}
-	_, rest, ok1 := bytes.Cut(msg, []byte(gitBundleBegin+"\n"))
-	enc, rest, ok2 := bytes.Cut(rest, []byte(gitBundleEnd+"\n"))
-	if !ok1 || !ok2 || bytes.Contains(rest, []byte(gitBundleBegin)) {
-		return nil, nil, corrupt("its message carries no change set (or more than one), so it was not written by wtx export --git")
-	}
-	data, err := base64.StdEncoding.DecodeString(string(bytes.ReplaceAll(enc, []byte("\n"), nil)))
-	if err != nil {
-		return nil, nil, corrupt("its change set does not decode: %v", err)
-	}
-	b, err := decodeBundle(data)
-	if err != nil {
-		return nil, nil, corrupt("%v", err)
-	}
-	if b.Flags&bundle.FlagContentElsewhere == 0 {
-		return nil, nil, corrupt("its change set says it carries content, which a commit's message never does")
+	checkParent := !failpoint.Disabled("git-parent-check")
+	if b.Origin.GitHead != parent && checkParent {
+		return nil, nil, corrupt("its change set says it was made on commit %s, but its parent is %s", orNone(b.Origin.GitHead), parent)
 	}
 	prefix, err := gitPrefix(ctx, w.path)
 	if err != nil {
@@ -246,11 +301,90 @@ func (w *Workspace) ImportGit(ctx context.Context, ref string, opts ImportOption
 	if err := gitCheckTree(ctx, w.path, parent, commit, prefix, b); err != nil {
 		return nil, nil, err
 	}
-	if err := gitContents(ctx, w.path, commit, prefix, b); err != nil {
+	news, probs, err := gitSide(ctx, w.path, commit, prefix, b, false)
+	if err != nil {
 		return nil, nil, err
 	}
-	b.Flags = 0
+	if len(probs) > 0 {
+		return nil, nil, corrupt("its change set lists %q as %s, which is not what its tree holds", probs[0].Path, probs[0].Detail)
+	}
+	olds := map[int][]byte{}
+	if checkParent {
+		if olds, probs, err = gitSide(ctx, w.path, parent, prefix, b, true); err != nil {
+			return nil, nil, err
+		}
+		if len(probs) > 0 {
+			return nil, nil, corrupt("its change set lists the base of %q as %s, which is not what its parent %s holds", probs[0].Path, probs[0].Detail, shortID(parent))
+		}
+	}
+	for i := range b.Entries {
+		e := &b.Entries[i]
+		if data, ok := news[i]; ok && e.New.Type == tree.File {
+			e.Content = data
+		}
+		if base, ok := olds[i]; ok && e.Old.Type == tree.File && e.New != nil && e.New.Type == tree.File &&
+			!textdiff.IsBinary(base) && !textdiff.IsBinary(e.Content) {
+			e.Base = base // the original a three-way merge needs
+		}
+	}
+	b.Flags &^= bundle.FlagContentElsewhere
 	return w.importBundle(ctx, b, ImportOrigin{GitCommit: commit}, opts)
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "none"
+	}
+	return s
+}
+
+// gitChangeSet resolves ref to a commit, reads its one parent and the
+// change set its message carries.
+func (w *Workspace) gitChangeSet(ctx context.Context, ref string) (commit, parent string, b *bundle.Bundle, err error) {
+	if strings.HasPrefix(ref, "-") {
+		return "", "", nil, errorf(CodeUsage, "import --git: %q is not a ref", ref)
+	}
+	out, err := git(ctx, w.path, nil, "rev-parse", "--verify", "-q", "--end-of-options", ref+"^{commit}")
+	if err != nil {
+		return "", "", nil, errorf(CodeGitRefNotFound, "import --git: %s names no commit in the repository of %s (fetch it first)", ref, w.path)
+	}
+	commit = strings.TrimSpace(string(out))
+	raw, err := git(ctx, w.path, nil, "cat-file", "commit", commit)
+	if err != nil {
+		return "", "", nil, AsError(err)
+	}
+	corrupt := func(format string, args ...any) error {
+		return &Error{Code: CodeCorrupt, Message: "refusing commit " + commit + ": " + fmt.Sprintf(format, args...)}
+	}
+	hdr, msg, ok := bytes.Cut(raw, []byte("\n\n"))
+	if !ok {
+		return "", "", nil, corrupt("it has no message")
+	}
+	var parents []string
+	for line := range bytes.SplitSeq(hdr, []byte("\n")) {
+		if p, ok := bytes.CutPrefix(line, []byte("parent ")); ok {
+			parents = append(parents, string(p))
+		}
+	}
+	if len(parents) != 1 {
+		return "", "", nil, corrupt("it has %d parents, so it was not written by wtx export --git (one, the commit it was made on)", len(parents))
+	}
+	_, rest, ok1 := bytes.Cut(msg, []byte(gitBundleBegin+"\n"))
+	enc, rest, ok2 := bytes.Cut(rest, []byte(gitBundleEnd+"\n"))
+	if !ok1 || !ok2 || bytes.Contains(rest, []byte(gitBundleBegin)) {
+		return "", "", nil, corrupt("its message carries no change set (or more than one), so it was not written by wtx export --git")
+	}
+	data, err := base64.StdEncoding.DecodeString(string(bytes.ReplaceAll(enc, []byte("\n"), nil)))
+	if err != nil {
+		return "", "", nil, corrupt("its change set does not decode: %v", err)
+	}
+	if b, err = decodeBundle(data); err != nil {
+		return "", "", nil, corrupt("%v", err)
+	}
+	if b.Flags&bundle.FlagContentElsewhere == 0 {
+		return "", "", nil, corrupt("its change set says it carries content, which a commit's message never does")
+	}
+	return commit, parents[0], b, nil
 }
 
 // gitCheckTree refuses a commit whose tree changes, relative to its
@@ -279,68 +413,113 @@ func gitCheckTree(ctx context.Context, dir, parent, commit, prefix string, b *bu
 	return nil
 }
 
-// gitContents fills in each new file's content (and checks each symlink's
-// target) from the commit's tree, checking every one against the change
-// set's digest and the git mode against the entry.
-func gitContents(ctx context.Context, dir, commit, prefix string, b *bundle.Bundle) error {
-	want := map[string]*bundle.Entry{}
-	var paths []string
+// gitObject is one entry of git ls-tree.
+type gitObject struct{ mode, kind, sha string }
+
+// gitSide checks one side of b's entries (the base with old, else the
+// result) against the tree of rev: a path the side lacks is absent there,
+// a directory is a tree or absent (git keeps no empty directory), a file
+// or symlink is a blob of its git mode whose content matches the entry's
+// digest or target. It returns each file's content by entry index and,
+// for every entry that does not match, a conflict whose Detail says what
+// the entry lists.
+func gitSide(ctx context.Context, dir, rev, prefix string, b *bundle.Bundle, old bool) (map[int][]byte, []Conflict, error) {
+	paths := make([]string, len(b.Entries))
 	for i := range b.Entries {
-		e := &b.Entries[i]
-		want[prefix+e.Path] = e
-		paths = append(paths, prefix+e.Path)
+		paths[i] = prefix + b.Entries[i].Path
 	}
-	type obj struct{ mode, kind, sha string }
-	found := map[string]obj{}
+	found, err := gitLsTree(ctx, dir, rev, paths)
+	if err != nil {
+		return nil, nil, err
+	}
+	var probs []Conflict
+	var shas []string
+	var idx []int
+	for i := range b.Entries {
+		e := b.Entries[i].New
+		if old {
+			e = b.Entries[i].Old
+		}
+		o, ok := found[paths[i]]
+		switch {
+		case e == nil && !ok, e != nil && e.Type == tree.Dir && (!ok || o.kind == "tree"):
+			continue
+		case e != nil && (e.Type == tree.File || e.Type == tree.Symlink) && ok && o.kind == "blob" && o.mode == gitObjMode(e):
+			shas, idx = append(shas, o.sha), append(idx, i)
+			continue
+		}
+		probs = append(probs, Conflict{Path: b.Entries[i].Path, Kind: "git", Detail: describeSide(e)})
+	}
+	datas, err := gitCatBlobs(ctx, dir, shas)
+	if err != nil {
+		return nil, nil, err
+	}
+	contents := make(map[int][]byte, len(idx))
+	for k, i := range idx {
+		e := b.Entries[i].New
+		if old {
+			e = b.Entries[i].Old
+		}
+		switch {
+		case e.Type == tree.Symlink && string(datas[k]) != e.Target:
+		case e.Type == tree.File && blob.Sum(datas[k]) != blob.Digest(e.Digest) && !failpoint.Disabled("bundle-digest"):
+		default:
+			contents[i] = datas[k]
+			continue
+		}
+		probs = append(probs, Conflict{Path: b.Entries[i].Path, Kind: "git", Detail: describeSide(e)})
+	}
+	return contents, probs, nil
+}
+
+// describeSide says what an entry lists, for a message.
+func describeSide(e *tree.Entry) string {
+	switch {
+	case e == nil:
+		return "absent"
+	case e.Type == tree.Dir:
+		return "a directory"
+	case e.Type == tree.Symlink:
+		return fmt.Sprintf("a symlink to %q", e.Target)
+	}
+	return fmt.Sprintf("a file of mode %s with content %s", gitObjMode(e), e.Digest)
+}
+
+// gitLsTree lists what rev's tree holds at each of paths (full paths from
+// the repository's top), by path; a path it lacks is not in the map.
+func gitLsTree(ctx context.Context, dir, rev string, paths []string) (map[string]gitObject, error) {
+	found := map[string]gitObject{}
 	for len(paths) > 0 {
 		n, size := 0, 0
 		for n < len(paths) && size < 64<<10 {
 			size += len(paths[n]) + 1
 			n++
 		}
-		args := append([]string{"--literal-pathspecs", "ls-tree", "-z", "--full-tree", commit, "--"}, paths[:n]...)
+		args := append([]string{"--literal-pathspecs", "ls-tree", "-z", "--full-tree", rev, "--"}, paths[:n]...)
 		paths = paths[n:]
 		out, err := git(ctx, dir, nil, args...)
 		if err != nil {
-			return AsError(err)
+			return nil, AsError(err)
 		}
 		for rec := range bytes.SplitSeq(bytes.TrimSuffix(out, []byte{0}), []byte{0}) {
+			if len(rec) == 0 {
+				continue
+			}
 			meta, p, ok := bytes.Cut(rec, []byte{'\t'})
 			f := strings.Fields(string(meta))
 			if !ok || len(f) != 3 {
-				return errorf(CodeInternal, "git ls-tree: unexpected output %q", rec)
+				return nil, errorf(CodeInternal, "git ls-tree: unexpected output %q", rec)
 			}
-			found[string(p)] = obj{f[0], f[1], f[2]}
+			found[string(p)] = gitObject{f[0], f[1], f[2]}
 		}
 	}
-	var shas []string
-	order := []*bundle.Entry{}
-	for p, e := range want {
-		o, ok := found[p]
-		isObj := e.New != nil && (e.New.Type == tree.File || e.New.Type == tree.Symlink)
-		switch {
-		case !isObj && ok && o.kind != "tree":
-			return errorf(CodeCorrupt, "refusing commit %s: its tree holds %q, which its change set says is no file", commit, p)
-		case !isObj:
-			continue
-		case !ok || o.kind != "blob":
-			return errorf(CodeCorrupt, "refusing commit %s: its tree lacks %q, which its change set names", commit, p)
-		}
-		wantMode := "100644"
-		switch {
-		case e.New.Type == tree.Symlink:
-			wantMode = "120000"
-		case e.New.Perm&0o111 != 0:
-			wantMode = "100755"
-		}
-		if o.mode != wantMode {
-			return errorf(CodeCorrupt, "refusing commit %s: %q has mode %s in its tree and %s in its change set", commit, p, o.mode, wantMode)
-		}
-		shas = append(shas, o.sha)
-		order = append(order, e)
-	}
+	return found, nil
+}
+
+// gitCatBlobs reads the blobs shas names, in order.
+func gitCatBlobs(ctx context.Context, dir string, shas []string) ([][]byte, error) {
 	if len(shas) == 0 {
-		return nil
+		return nil, nil
 	}
 	cmd := exec.CommandContext(ctx, "git", "-C", dir, "cat-file", "--batch")
 	cmd.Stdin = strings.NewReader(strings.Join(shas, "\n") + "\n")
@@ -348,37 +527,27 @@ func gitContents(ctx context.Context, dir, commit, prefix string, b *bundle.Bund
 	cmd.Stderr = &stderr
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
-		return AsError(err)
+		return nil, AsError(err)
 	}
 	if err := cmd.Start(); err != nil {
-		return AsError(err)
+		return nil, AsError(err)
 	}
 	br := bufio.NewReader(stdout)
+	out := make([][]byte, 0, len(shas))
 	var rerr error
-	for _, e := range order {
+	for range shas {
 		data, err := readBatchObject(br)
 		if err != nil {
 			rerr = err
 			break
 		}
-		if e.New.Type == tree.Symlink {
-			if string(data) != e.New.Target {
-				rerr = errorf(CodeCorrupt, "refusing commit %s: symlink %q points elsewhere in its tree than in its change set", commit, e.Path)
-				break
-			}
-			continue
-		}
-		if blob.Sum(data) != blob.Digest(e.New.Digest) && !failpoint.Disabled("bundle-digest") {
-			rerr = errorf(CodeCorrupt, "refusing commit %s: the content of %q in its tree does not match its change set's digest", commit, e.Path)
-			break
-		}
-		e.Content = data
+		out = append(out, data)
 	}
 	_, _ = io.Copy(io.Discard, br) // let git finish writing
 	if err := cmd.Wait(); err != nil && rerr == nil {
 		rerr = AsError(fmt.Errorf("git cat-file: %v: %s", err, strings.TrimSpace(stderr.String())))
 	}
-	return rerr
+	return out, rerr
 }
 
 // readBatchObject reads one "<sha> <type> <size>\n<content>\n" record of
