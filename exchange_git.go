@@ -70,6 +70,9 @@ func (s *Stage) ExportGit(ctx context.Context, opts ExportGitOptions) (*ExportRe
 	if _, probs, err := gitSide(ctx, s.ws.path, head, prefix, b, true); err != nil {
 		return nil, err
 	} else if len(probs) > 0 && !failpoint.Disabled("git-parent-check") {
+		for i := range probs {
+			probs[i].Kind, probs[i].Detail = "uncommitted", "the stage's base is "+probs[i].Detail+"; HEAD holds something else"
+		}
 		return nil, &Error{Code: CodeUnsupported, Conflicts: probs,
 			Message: fmt.Sprintf("export --git: stage %s changes %d paths whose base is not what HEAD (%s) holds (uncommitted or untracked there): a commit on HEAD would show another change than the stage's; commit that base first, or export a bundle", s.ID(), len(probs), shortID(head))}
 	}
@@ -448,7 +451,7 @@ func gitSide(ctx context.Context, dir, rev, prefix string, b *bundle.Bundle, old
 			shas, idx = append(shas, o.sha), append(idx, i)
 			continue
 		}
-		probs = append(probs, Conflict{Path: b.Entries[i].Path, Kind: "git", Detail: describeSide(e)})
+		probs = append(probs, Conflict{Path: b.Entries[i].Path, Kind: "git-tree", Detail: describeSide(e)})
 	}
 	datas, err := gitCatBlobs(ctx, dir, shas)
 	if err != nil {
@@ -467,7 +470,7 @@ func gitSide(ctx context.Context, dir, rev, prefix string, b *bundle.Bundle, old
 			contents[i] = datas[k]
 			continue
 		}
-		probs = append(probs, Conflict{Path: b.Entries[i].Path, Kind: "git", Detail: describeSide(e)})
+		probs = append(probs, Conflict{Path: b.Entries[i].Path, Kind: "git-tree", Detail: describeSide(e)})
 	}
 	return contents, probs, nil
 }
