@@ -193,10 +193,11 @@ func (s *Stage) bundleOf(ctx context.Context, withContent bool) (*bundle.Bundle,
 	for _, r := range rows {
 		b.Receipts = append(b.Receipts, []byte(r.Body))
 	}
-	body, key := s.exportReceipt(cs)
-	if body != nil {
-		b.Receipts = append(b.Receipts, body)
+	body, key, err := s.exportReceipt(cs)
+	if err != nil {
+		return nil, nil, err
 	}
+	b.Receipts = append(b.Receipts, body)
 	if key != nil && !slices.ContainsFunc(b.Keys, func(k []byte) bool { return bytes.Equal(k, key) }) {
 		b.Keys = append(b.Keys, key)
 	}
@@ -210,23 +211,25 @@ func (s *Stage) bundleOf(ctx context.Context, withContent bool) (*bundle.Bundle,
 // exactly as it leaves (its digest, its base, the stage and workspace),
 // which is what proves it on the other side (T-005). It is not kept here:
 // it travels with the change set. key is the public key that signed it
-// (nil when the receipt key could not be used and it went unsigned, which
-// the log says).
-func (s *Stage) exportReceipt(cs *ChangeSet) (body, key []byte) {
+// (nil when it went unsigned).
+func (s *Stage) exportReceipt(cs *ChangeSet) (body, key []byte, err error) {
 	r := s.newReceipt("export", cs)
 	r.ResultDigest = viewDigest(cs)
 	r.Digest = r.ComputeDigest()
-	body, err := s.ws.receiptBody(r)
-	if err != nil { // a receipt always encodes
-		return nil, nil
+	if body, err = s.ws.receiptBody(r); err != nil {
+		return nil, nil, AsError(err)
 	}
-	if rec, err := decodeReceiptBody(body); err != nil || rec.Envelope == nil {
-		return body, nil
+	rec, err := decodeReceiptBody(body)
+	if err != nil || rec.Envelope == nil || len(rec.Envelope.Signatures) == 0 {
+		return body, nil, nil
 	}
 	if priv, err := readReceiptKey(s.ws.stateDir); err == nil {
-		key = priv.Public().(ed25519.PublicKey)
+		pub := priv.Public().(ed25519.PublicKey)
+		if KeyID(pub) == rec.Envelope.Signatures[0].KeyID { // the key that signed, not one made since
+			key = pub
+		}
 	}
-	return body, key
+	return body, key, nil
 }
 
 // plainEntry is e without what only this machine knows (stat tuples).

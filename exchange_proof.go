@@ -179,10 +179,12 @@ func (p *ImportProof) meets(req ProofRequirement) error {
 	return e
 }
 
-// check verifies the signatures of one receipt body with the ring: the
-// first signature whose key the ring holds decides. A signature that
-// names a key the ring holds and does not verify is an altered receipt
-// (io.corrupt). r is the receipt the body carries.
+// check verifies the signatures of one receipt body with the ring. Only
+// a signature that names its key (as wtx writes them) and whose key the
+// ring holds is checked: the best one decides (a trusted key over an
+// untrusted one). A signature that names a key the ring holds and does
+// not verify is an altered receipt (io.corrupt). r is the receipt the
+// body carries.
 func (k *keyRing) check(body []byte, r *Receipt) (ReceiptProof, error) {
 	rp := ReceiptProof{ID: r.ID, Kind: r.Kind, ChangesetDigest: r.ChangesetDigest}
 	var env Envelope
@@ -190,27 +192,20 @@ func (k *keyRing) check(body []byte, r *Receipt) (ReceiptProof, error) {
 		return rp, nil // a bare receipt: unsigned
 	}
 	for _, sig := range env.Signatures {
-		var cands []ringKey
-		if key, ok := k.byID[sig.KeyID]; ok {
-			cands = []ringKey{key}
-		} else if sig.KeyID == "" {
-			for _, key := range k.byID {
-				cands = append(cands, key)
+		key, ok := k.byID[sig.KeyID]
+		if !ok {
+			if rp.KeyID == "" && hexDigest(sig.KeyID) {
+				rp.KeyID = sig.KeyID // a key nobody here knows: named, not checked
 			}
+			continue
 		}
-		for _, key := range cands {
-			one := Envelope{PayloadType: env.PayloadType, Payload: env.Payload, Signatures: []Signature{sig}}
-			data, _ := json.Marshal(one) // an envelope always encodes
-			if _, id, err := verifyEnvelope(data, key.pub); err == nil {
-				rp.Signed, rp.KeyID, rp.Trusted, rp.KeyName = true, id, key.trusted, key.name
-				return rp, nil
-			}
+		one := Envelope{PayloadType: env.PayloadType, Payload: env.Payload, Signatures: []Signature{sig}}
+		data, _ := json.Marshal(one) // an envelope always encodes
+		if _, _, err := verifyEnvelope(data, key.pub); err != nil {
+			return rp, &Error{Code: CodeCorrupt, Err: err, Message: fmt.Sprintf("refusing the change set: receipt %s's signature does not verify with key %s it names: the receipt was altered", r.ID, sig.KeyID)}
 		}
-		if len(cands) == 1 && sig.KeyID != "" {
-			return rp, &Error{Code: CodeCorrupt, Message: fmt.Sprintf("refusing the change set: receipt %s's signature does not verify with key %s it names: the receipt was altered", r.ID, sig.KeyID)}
-		}
-		if rp.KeyID == "" {
-			rp.KeyID = sig.KeyID // a key nobody here knows: named, not checked
+		if !rp.Signed || (key.trusted && !rp.Trusted) {
+			rp.Signed, rp.KeyID, rp.Trusted, rp.KeyName = true, sig.KeyID, key.trusted, key.name
 		}
 	}
 	return rp, nil
