@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"slices"
 
 	"github.com/wtx-dev/wtx/internal/bundle"
 	"github.com/wtx-dev/wtx/internal/failpoint"
@@ -128,7 +129,26 @@ func (w *Workspace) proveBundle(b *bundle.Bundle, req ProofRequirement) (*Import
 	if err := p.bound(len(b.Receipts), named, signedOther, o.ChangesetDigest); err != nil {
 		return nil, err
 	}
+	if err := p.keysUsed(b.Keys); err != nil {
+		return nil, err
+	}
 	return p, p.meets(req)
+}
+
+// keysUsed refuses a change set that carries a key none of its receipts'
+// signatures verified with: the exporter carries only the keys that
+// signed, so such a key was put there or changed on the way.
+func (p *ImportProof) keysUsed(keys [][]byte) error {
+	if failpoint.Disabled("receipt-binding") {
+		return nil // negative control of T-005
+	}
+	for _, k := range keys {
+		id := KeyID(ed25519.PublicKey(k))
+		if !slices.ContainsFunc(p.Receipts, func(rp ReceiptProof) bool { return rp.Signed && rp.KeyID == id }) {
+			return &Error{Code: CodeCorrupt, Message: fmt.Sprintf("refusing the change set: it carries key %s, which signed none of its receipts: the key was changed or added on the way", id)}
+		}
+	}
+	return nil
 }
 
 // status is what one receipt proves.

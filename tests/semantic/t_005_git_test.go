@@ -153,7 +153,7 @@ func TestT_005_GitChangeSetIsTheCommitsDiff(t *testing.T) {
 // imports, and its apply deletes a file git never showed deleted.
 func TestT_005_GitChangeSetNegativeControl(t *testing.T) {
 	taken, deleted := t005Git(t, true, []string{"WTX_DISABLE=git-parent-check"})
-	if len(taken) == 0 || !deleted {
+	if len(taken) != 2 || !deleted {
 		t.Fatalf("negative control: taken %q, src/util.go deleted %v", taken, deleted)
 	}
 }

@@ -151,6 +151,12 @@ func t005Swapped(t *testing.T, failpoints bool, env []string) (taken []string) {
 		{"content swapped, a bare receipt forged to name it", forge(func(fb *bundle.Bundle) {
 			fb.Receipts = append(fb.Receipts, forgedReceipt(t, fb, lastReceipt(t, fb), nil))
 		})},
+		{"content kept, the signer's key changed", func() []byte {
+			fb := decodeBundle(t, genuine)
+			fb.Keys[0] = bytes.Clone(fb.Keys[0])
+			fb.Keys[0][7] ^= 0x20
+			return reencode(t, fb)
+		}()},
 	}
 	for _, f := range forgeries {
 		r := b.wtx(f.data, "--json", "import", "-")
@@ -177,7 +183,8 @@ func t005Swapped(t *testing.T, failpoints bool, env []string) (taken []string) {
 // resealed (every digest the bundle holds recomputed), with the genuine
 // signed receipts still attached, is refused as io.corrupt: none of its
 // signed receipts names what it carries. A bare receipt forged to name
-// the new content does not help. Nothing is made on B.
+// the new content does not help, nor does changing the signer's key it
+// carries (so that the signatures go unchecked). Nothing is made on B.
 func TestT_005_SwappedContentRefused(t *testing.T) {
 	if taken := t005Swapped(t, false, nil); len(taken) > 0 {
 		t.Fatalf("B imported forgeries: %q", taken)
@@ -185,11 +192,11 @@ func TestT_005_SwappedContentRefused(t *testing.T) {
 }
 
 // TestT_005_SwappedContentNegativeControl: without the check that the
-// receipts name the content (WTX_DISABLE=receipt-binding), the swapped
-// content imports as the change set of A's stage.
+// receipts name the content (WTX_DISABLE=receipt-binding), every forgery
+// imports as the change set of A's stage.
 func TestT_005_SwappedContentNegativeControl(t *testing.T) {
-	if taken := t005Swapped(t, true, []string{"WTX_DISABLE=receipt-binding"}); len(taken) == 0 {
-		t.Fatal("negative control: every forgery was still refused with the binding check off")
+	if taken := t005Swapped(t, true, []string{"WTX_DISABLE=receipt-binding"}); len(taken) != 3 {
+		t.Fatalf("negative control: with the binding check off only %q got through", taken)
 	}
 }
 
@@ -215,7 +222,9 @@ func t005Trust(t *testing.T, failpoints bool, env []string) (wrong []string) {
 	resigned := decodeBundle(t, genuine)
 	swapContent(t, resigned, "src/main.go", "package main\n// theirs\n")
 	resigned.Origin.ChangesetDigest = tree.ChangesetDigest(resigned.Changes())
-	resigned.Receipts = [][]byte{forgedReceipt(t, resigned, lastReceipt(t, resigned), stranger)}
+	r := lastReceipt(t, resigned)
+	resigned.Keys = nil // the stranger carries only their own key
+	resigned.Receipts = [][]byte{forgedReceipt(t, resigned, r, stranger)}
 	strangers := reencode(t, resigned)
 
 	try := func(name string, data []byte, flag, wantStatus, wantKey string, ok bool) {
@@ -290,8 +299,8 @@ func TestT_005_SignerAndTrust(t *testing.T) {
 // (WTX_DISABLE=import-require), unsigned and untrusted change sets get
 // through --require-signed and --require-trusted.
 func TestT_005_SignerAndTrustNegativeControl(t *testing.T) {
-	if wrong := t005Trust(t, true, []string{"WTX_DISABLE=import-require"}); len(wrong) == 0 {
-		t.Fatal("negative control: every requirement still held with the check off")
+	if wrong := t005Trust(t, true, []string{"WTX_DISABLE=import-require"}); len(wrong) != 5 {
+		t.Fatalf("negative control: with the check off only %q got through", wrong)
 	}
 }
 
