@@ -143,6 +143,7 @@ func t005Git(t *testing.T, failpoints bool, env []string) (taken []string, delet
 // must be that parent. A commit whose tree changes more than it lists is
 // refused too. The genuine commit imports.
 func TestT_005_GitChangeSetIsTheCommitsDiff(t *testing.T) {
+	t.Parallel()
 	if taken, _ := t005Git(t, false, nil); len(taken) > 0 {
 		t.Fatalf("B imported crafted commits: %q", taken)
 	}
@@ -152,6 +153,7 @@ func TestT_005_GitChangeSetIsTheCommitsDiff(t *testing.T) {
 // (WTX_DISABLE=git-parent-check) the commit whose claim was rewritten
 // imports, and its apply deletes a file git never showed deleted.
 func TestT_005_GitChangeSetNegativeControl(t *testing.T) {
+	t.Parallel()
 	taken, deleted := t005Git(t, true, []string{"WTX_DISABLE=git-parent-check"})
 	if len(taken) != 2 || !deleted {
 		t.Fatalf("negative control: taken %q, src/util.go deleted %v", taken, deleted)
@@ -223,6 +225,7 @@ func t005Refs(t *testing.T, failpoints bool, env []string) (rewritten []string) 
 // default) and never a ref outside it, nor an existing one (a symbolic
 // ref included), without --force; a refused export changes no ref.
 func TestT_005_ExportGitRefs(t *testing.T) {
+	t.Parallel()
 	if rewritten := t005Refs(t, false, nil); len(rewritten) > 0 {
 		t.Fatalf("export --git wrote %q without --force", rewritten)
 	}
@@ -231,6 +234,7 @@ func TestT_005_ExportGitRefs(t *testing.T) {
 // TestT_005_ExportGitRefsNegativeControl: without the guard
 // (WTX_DISABLE=export-ref-guard) an export rewrites refs/heads/release.
 func TestT_005_ExportGitRefsNegativeControl(t *testing.T) {
+	t.Parallel()
 	if rewritten := t005Refs(t, true, []string{"WTX_DISABLE=export-ref-guard"}); len(rewritten) == 0 {
 		t.Fatal("negative control: no ref was written with the guard off")
 	}

@@ -186,6 +186,7 @@ func t005Swapped(t *testing.T, failpoints bool, env []string) (taken []string) {
 // the new content does not help, nor does changing the signer's key it
 // carries (so that the signatures go unchecked). Nothing is made on B.
 func TestT_005_SwappedContentRefused(t *testing.T) {
+	t.Parallel()
 	if taken := t005Swapped(t, false, nil); len(taken) > 0 {
 		t.Fatalf("B imported forgeries: %q", taken)
 	}
@@ -195,6 +196,7 @@ func TestT_005_SwappedContentRefused(t *testing.T) {
 // receipts name the content (WTX_DISABLE=receipt-binding), every forgery
 // imports as the change set of A's stage.
 func TestT_005_SwappedContentNegativeControl(t *testing.T) {
+	t.Parallel()
 	if taken := t005Swapped(t, true, []string{"WTX_DISABLE=receipt-binding"}); len(taken) != 3 {
 		t.Fatalf("negative control: with the binding check off only %q got through", taken)
 	}
@@ -290,6 +292,7 @@ func t005Trust(t *testing.T, failpoints bool, env []string) (wrong []string) {
 // were stripped is "unsigned" and --require-signed refuses it; content
 // re-signed by a stranger's key says so and --require-trusted refuses it.
 func TestT_005_SignerAndTrust(t *testing.T) {
+	t.Parallel()
 	if wrong := t005Trust(t, false, nil); len(wrong) > 0 {
 		t.Fatalf("imports got through what they require: %q", wrong)
 	}
@@ -299,6 +302,7 @@ func TestT_005_SignerAndTrust(t *testing.T) {
 // (WTX_DISABLE=import-require), unsigned and untrusted change sets get
 // through --require-signed and --require-trusted.
 func TestT_005_SignerAndTrustNegativeControl(t *testing.T) {
+	t.Parallel()
 	if wrong := t005Trust(t, true, []string{"WTX_DISABLE=import-require"}); len(wrong) != 5 {
 		t.Fatalf("negative control: with the check off only %q got through", wrong)
 	}
@@ -308,6 +312,7 @@ func TestT_005_SignerAndTrustNegativeControl(t *testing.T) {
 // is a symlink, is an error for the import and for trust list: never read
 // as "trusts nobody" or "trusts what parsed".
 func TestT_005_DamagedTrustFile(t *testing.T) {
+	t.Parallel()
 	a, b, _ := twoMachines(t, false)
 	genuine := []byte(a.ok(nil, "export", a.runAgent("fix")).stdout)
 	pem := filepath.Join(t.TempDir(), "a.pem")
@@ -402,6 +407,7 @@ func t005LeftOut(t *testing.T, failpoints bool, env []string) bool {
 // digest told apart from the origin's; the apply leaves B's own copies as
 // they are (a modification is never turned into a deletion).
 func TestT_005_ImportLeftOut(t *testing.T) {
+	t.Parallel()
 	if !t005LeftOut(t, false, nil) {
 		t.Fatal("an import under excludes did not leave out and list what they cover")
 	}
@@ -410,6 +416,7 @@ func TestT_005_ImportLeftOut(t *testing.T) {
 // TestT_005_ImportLeftOutNegativeControl: with the split off
 // (WTX_DISABLE=import-left-out) nothing is listed and B loses its copy.
 func TestT_005_ImportLeftOutNegativeControl(t *testing.T) {
+	t.Parallel()
 	if t005LeftOut(t, true, []string{"WTX_DISABLE=import-left-out"}) {
 		t.Fatal("negative control: the import under excludes held with the split off")
 	}
@@ -446,6 +453,7 @@ func t005Protected(t *testing.T, failpoints bool, env []string) bool {
 // file, protected by default) needs --approve (the authority table's
 // "received change set" column).
 func TestT_005_ImportedApplyIsGated(t *testing.T) {
+	t.Parallel()
 	if t005Protected(t, false, nil) {
 		t.Fatal("an imported change to .wtx.toml applied without --approve")
 	}
@@ -454,6 +462,7 @@ func TestT_005_ImportedApplyIsGated(t *testing.T) {
 // TestT_005_ImportedApplyIsGatedNegativeControl: with the project file's
 // default protection off (WTX_DISABLE=project-protect) it applies.
 func TestT_005_ImportedApplyIsGatedNegativeControl(t *testing.T) {
+	t.Parallel()
 	if !t005Protected(t, true, []string{"WTX_DISABLE=project-protect"}) {
 		t.Fatal("negative control: the apply was still refused with the protection off")
 	}
