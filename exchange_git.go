@@ -89,7 +89,8 @@ func (s *Stage) ExportGit(ctx context.Context, opts ExportGitOptions) (*ExportRe
 	}
 	msg := gitMessage(s, cs, &meta, mb.Bytes())
 	ident := gitIdent(ctx, s.ws.path, s.ws.now())
-	commit, err := gitWriteCommit(ctx, s.ws.path, s.ID(), gitStream(b, prefix, head, ident, msg), ref, old, opts.Force)
+	tmp := fmt.Sprintf("refs/wtx-export-tmp/%s-%x", s.ID(), rand.Uint64())
+	commit, err := gitWriteCommit(ctx, s.ws.path, gitStream(b, prefix, head, tmp, ident, msg), tmp, ref, old, opts.Force)
 	if err != nil {
 		return nil, err
 	}
@@ -133,10 +134,9 @@ func (s *Stage) exportRef(ctx context.Context, opts ExportGitOptions) (ref, old 
 }
 
 // gitStream is the fast-import stream of a git export: every blob, then
-// one commit on head whose deletions come first (deepest first) and whose
-// files and symlinks follow. It commits to the ref "COMMIT_REF", which
-// gitWriteCommit replaces.
-func gitStream(b *bundle.Bundle, prefix, head, ident, msg string) []byte {
+// one commit on head, under ref, whose deletions come first (deepest
+// first) and whose files and symlinks follow.
+func gitStream(b *bundle.Bundle, prefix, head, ref, ident, msg string) []byte {
 	var in bytes.Buffer
 	mark := 0
 	marks := make([]int, len(b.Entries))
@@ -154,7 +154,7 @@ func gitStream(b *bundle.Bundle, prefix, head, ident, msg string) []byte {
 		in.Write(data)
 		in.WriteByte('\n')
 	}
-	fmt.Fprintf(&in, "commit COMMIT_REF\ncommitter %s\ndata %d\n%s\nfrom %s\n", ident, len(msg), msg, head)
+	fmt.Fprintf(&in, "commit %s\ncommitter %s\ndata %d\n%s\nfrom %s\n", ref, ident, len(msg), msg, head)
 	for i := len(b.Entries) - 1; i >= 0; i-- {
 		e := b.Entries[i]
 		if e.Old != nil && (e.New == nil || e.New.Type != e.Old.Type) {
@@ -171,18 +171,17 @@ func gitStream(b *bundle.Bundle, prefix, head, ident, msg string) []byte {
 	return in.Bytes()
 }
 
-// gitWriteCommit runs fast-import with stream onto a ref of its own, then
-// moves the commit to ref in one transaction that also removes that
-// temporary ref: ref is created (refused if it appeared meanwhile) or,
+// gitWriteCommit runs fast-import with stream, which commits to the ref
+// tmp of its own, then moves the commit to ref in one transaction that
+// also removes tmp: ref is created (refused if it appeared meanwhile) or,
 // with force, set whatever it held (never through a symbolic ref).
-func gitWriteCommit(ctx context.Context, dir, tx string, stream []byte, ref, old string, force bool) (string, error) {
-	tmp := fmt.Sprintf("refs/wtx-export-tmp/%s-%x", tx, rand.Uint64())
-	stream = bytes.Replace(stream, []byte("commit COMMIT_REF\n"), []byte("commit "+tmp+"\n"), 1)
+func gitWriteCommit(ctx context.Context, dir string, stream []byte, tmp, ref, old string, force bool) (string, error) {
 	if _, err := git(ctx, dir, stream, "fast-import", "--quiet", "--done"); err != nil {
 		return "", AsError(fmt.Errorf("export --git: %w", err))
 	}
 	out, err := git(ctx, dir, nil, "rev-parse", "--verify", tmp+"^{commit}")
 	if err != nil {
+		_, _ = git(context.WithoutCancel(ctx), dir, nil, "update-ref", "-d", tmp) // the export failed; its error says why
 		return "", AsError(fmt.Errorf("export --git: %w", err))
 	}
 	commit := strings.TrimSpace(string(out))
