@@ -130,6 +130,9 @@ func parseTrust(data []byte) ([]TrustedKey, error) {
 			return nil, fmt.Errorf("line %d: %v", n, err)
 		}
 		k := TrustedKey{KeyID: KeyID(pub), Name: strings.Join(f[2:], " "), PublicKey: pub}
+		if err := validTrustName(k.Name); err != nil {
+			return nil, fmt.Errorf("line %d: %v", n, err)
+		}
 		if seen[k.KeyID] {
 			return nil, fmt.Errorf("line %d: key %s listed twice", n, k.KeyID)
 		}
