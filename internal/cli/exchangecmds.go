@@ -146,7 +146,7 @@ digests, receipts, one byte) is refused as io.corrupt and nothing is made.
 The content is checked against the receipts the change set carries: one
 must name it (the exporter signs one for every export), or it is refused
 as io.corrupt. The import says which key signed that receipt and whether
-you trust it (your trust file: 'wtx receipt trust'; your own key counts);
+you trust it (your trust file: 'wtx receipt trust'; your own keys count);
 --require-signed and --require-trusted refuse (refusal.unverified) a
 change set that is unsigned, or signed by a key you do not trust. From
 git, the change set is the commit's diff against its parent, and must be

@@ -282,6 +282,18 @@ func t005Trust(t *testing.T, failpoints bool, env []string) (wrong []string) {
 	try("stranger's key, trusted required, A's key in the trust file", strangers, "--require-trusted", "", "", false)
 	b.ok(nil, "receipt", "trust", "remove", "alice at A")
 	try("genuine, trusted required, key removed", genuine, "--require-trusted", "", "", false)
+
+	// On A, its own key is trusted without a line, and stays so once A
+	// has a new key (the old one's public half is kept).
+	var own importAnswer
+	for _, step := range []string{"own key", "own key, after a new key"} {
+		a.answer(a.ok(genuine, "--json", "import", "-", "--require-trusted"), &own)
+		if own.Proof.Status != "trusted" || own.Proof.KeyID != key.KeyID || own.Proof.KeyName == "" {
+			t.Fatalf("%s: proof %+v", step, own.Proof)
+		}
+		a.ok(nil, "drop", own.Tx)
+		a.ok(nil, "receipt", "key", "new")
+	}
 	return wrong
 }
 
@@ -291,6 +303,7 @@ func t005Trust(t *testing.T, failpoints bool, env []string) (wrong []string) {
 // "trusted"; --require-trusted takes only that; a bundle whose receipts
 // were stripped is "unsigned" and --require-signed refuses it; content
 // re-signed by a stranger's key says so and --require-trusted refuses it.
+// On A, every key A has had is trusted without a line.
 func TestT_005_SignerAndTrust(t *testing.T) {
 	t.Parallel()
 	if wrong := t005Trust(t, false, nil); len(wrong) > 0 {
