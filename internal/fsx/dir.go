@@ -385,6 +385,16 @@ const (
 	renameExchange                    // swap the two entries
 )
 
+// Stat describes the directory itself (fstat of its handle). A directory
+// removed since it was opened has no links left (Nlink 0).
+func (d *Dir) Stat() (Stat, error) {
+	st, err := fstat(d.fd)
+	if err != nil {
+		return Stat{}, &fs.PathError{Op: "fstat", Path: d.rel, Err: err}
+	}
+	return statOf(&st), nil
+}
+
 // Perm returns the directory's own permission bits, setuid, setgid and
 // sticky included.
 func (d *Dir) Perm() (fs.FileMode, error) {

@@ -42,11 +42,30 @@
 // never changes its umask says so with [FixUmask], and files it creates
 // with bits the umask leaves whole need no fchmod ([ExactPerm]).
 //
+// # wtx's own directories
+//
+// The state root is reached the same way: opened once with [OpenRoot], and
+// every path beneath it resolved by the rel-path methods of [Root]
+// ([Root.OpenFile], [Root.ReadFile], [Root.ReadDir], [Root.WriteAtomic],
+// [Root.MkdirAll], [Root.RemoveAll], [Root.Rename], [Root.Remove],
+// [Root.Chmod], [Root.DiskUsage]). A symlink found where wtx keeps its own
+// file or directory is an error, never followed and never replaced (but
+// by an atomic write, whose rename replaces whatever is at its name);
+// [Root.RemoveAll] removes a link, not what it points to, and stops at a
+// mount point.
+//
 // # Durability
 //
-// [Dir.Sync], [SyncDir] and [WriteFileAtomic] flush data and directory entries
-// to stable storage (F_FULLFSYNC on darwin). [WriteFileAtomic] is meant for the
-// wtx state directory, which wtx owns. It resolves paths the ordinary way.
+// [Dir.Sync], [SyncDir], [Root.WriteAtomic] and [WriteFileAtomic] flush data
+// and directory entries to stable storage (F_FULLFSYNC on darwin).
+// [WriteFileAtomic] resolves its path the ordinary way: it is for callers
+// that hold no root.
+//
+// # Negative control
+//
+// A build with the tag wtxfailpoint run with WTX_DISABLE=nofollow resolves
+// the ordinary way, following symlinks and crossing mount points: the tests
+// of the discipline show with it what a planted link would do without it.
 //
 // # Errors
 //

@@ -37,7 +37,7 @@ func (d *Dir) Open(name string) (*File, error) {
 	if err != nil {
 		return nil, err
 	}
-	fd, err := openAt(d.fd, name, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_NOCTTY, 0)
+	fd, err := openAt(d.fd, name, unix.O_RDONLY|noFollow()|unix.O_NONBLOCK|unix.O_NOCTTY, 0)
 	if err != nil {
 		if err != unix.ENOENT {
 			if st, serr := lstatAt(d.fd, name); serr == nil && fileMode(uint32(st.Mode))&fs.ModeSymlink != 0 {
@@ -52,7 +52,7 @@ func (d *Dir) Open(name string) (*File, error) {
 		err = &fs.PathError{Op: "fstat", Path: rel, Err: err}
 	case !fileMode(uint32(st.Mode)).IsRegular():
 		err = &fs.PathError{Op: "open", Path: rel, Err: ErrNotRegular}
-	case uint64(st.Dev) != d.dev:
+	case uint64(st.Dev) != d.dev && !follow:
 		err = &fs.PathError{Op: "open", Path: rel, Err: ErrCrossDevice}
 	}
 	if err != nil {
@@ -88,16 +88,43 @@ func OpenPath(path string) (*File, error) {
 // error or as what a read of it gives, which the caller checks (the blob
 // store hashes every object it reads).
 func ReadSmallFile(path string, buf []byte) (data []byte, large *File, err error) {
-	fd, err := openAt(unix.AT_FDCWD, path, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_NOCTTY, 0)
+	return readSmallAt(unix.AT_FDCWD, path, path, buf)
+}
+
+// ReadSmallFile is the package's ReadSmallFile for the entry name of d,
+// never following a symlink there: a symlink fails with an error wrapping
+// [ErrSymlink] and [ErrNotRegular].
+func (d *Dir) ReadSmallFile(name string, buf []byte) (data []byte, large *File, err error) {
+	rel, err := d.check("open", name)
 	if err != nil {
-		return nil, nil, &fs.PathError{Op: "open", Path: path, Err: err}
+		return nil, nil, err
 	}
-	f := &File{fd: fd, name: path}
+	return readSmallAt(d.fd, name, rel, buf)
+}
+
+// readSmallAt is ReadSmallFile of name in dirfd; rel names it in errors.
+func readSmallAt(dirfd int, name, rel string, buf []byte) (data []byte, large *File, err error) {
+	fd, err := openAt(dirfd, name, unix.O_RDONLY|noFollow()|unix.O_NONBLOCK|unix.O_NOCTTY, 0)
+	if err != nil {
+		if err != unix.ENOENT {
+			if st, serr := lstatAt(dirfd, name); serr == nil && fileMode(uint32(st.Mode))&fs.ModeSymlink != 0 {
+				err = errSymlinkNotRegular
+			}
+		}
+		return nil, nil, &fs.PathError{Op: "open", Path: rel, Err: err}
+	}
+	f := &File{fd: fd, name: rel}
 	n, err := f.ReadAt(buf, 0)
 	if err == io.EOF {
 		err = nil
 	}
 	if err != nil || n < len(buf) {
+		if err != nil {
+			// A directory reads as EISDIR: say what it is instead.
+			if st, serr := fstat(fd); serr == nil && !fileMode(uint32(st.Mode)).IsRegular() {
+				err = &fs.PathError{Op: "open", Path: rel, Err: ErrNotRegular}
+			}
+		}
 		_ = f.Close() // read-only: nothing to lose
 		return buf[:n], nil, err
 	}
@@ -107,7 +134,7 @@ func ReadSmallFile(path string, buf []byte) (data []byte, large *File, err error
 	}
 	if err != nil {
 		_ = f.Close() // read-only: nothing to lose
-		return nil, nil, &fs.PathError{Op: "open", Path: path, Err: err}
+		return nil, nil, &fs.PathError{Op: "open", Path: rel, Err: err}
 	}
 	f.st = statOf(&st)
 	return nil, f, nil

@@ -15,7 +15,7 @@ var openat2Off atomic.Bool
 // resolveDir opens the directory rel beneath rootfd with openat2, falling back
 // to walkDir when openat2 is unavailable.
 func resolveDir(rootfd int, rel string, dev uint64, mnt mountRef) (int, error) {
-	if rel == "." || openat2Off.Load() {
+	if rel == "." || openat2Off.Load() || follow {
 		return walkDir(rootfd, ".", rel, dev, mnt)
 	}
 	how := unix.OpenHow{

@@ -139,9 +139,12 @@ func walkDir(start int, base, rel string, dev uint64, mnt mountRef) (int, error)
 // without following a symlink and checks that it is on the same mount.
 func openDirAt(dirfd int, dirRel, name string, dev uint64, mnt mountRef) (int, error) {
 	rel := joinRel(dirRel, name)
-	fd, err := openAt(dirfd, name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW, 0)
+	fd, err := openAt(dirfd, name, unix.O_RDONLY|unix.O_DIRECTORY|noFollow(), 0)
 	if err != nil {
 		return -1, &fs.PathError{Op: "openat", Path: rel, Err: classifyDir(dirfd, name, err)}
+	}
+	if follow {
+		return fd, nil // negative control: no mount check either
 	}
 	if err := checkMount(fd, rel, dev, mnt); err != nil {
 		unix.Close(fd)
