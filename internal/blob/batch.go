@@ -5,11 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
-	"os"
-	"path/filepath"
 	"sync"
-	"syscall"
 
 	"github.com/wtx-dev/wtx/internal/fsx"
 )
@@ -38,6 +34,7 @@ type Batch struct {
 const heldLimit = 16 << 20
 
 type pending struct {
+	dir *fsx.Dir // the tmp directory that holds tmp
 	tmp string
 	d   Digest
 	n   int64
@@ -52,11 +49,10 @@ func (b *Batch) Put(ctx context.Context, r io.Reader) (Digest, int64, error) {
 	if err := ctx.Err(); err != nil {
 		return "", 0, fmt.Errorf("put blob: %w", err)
 	}
-	f, err := b.s.createTemp()
+	f, dir, tmp, err := b.s.createTemp()
 	if err != nil {
 		return "", 0, fmt.Errorf("put blob: %w", err)
 	}
-	tmp := f.Name()
 	h := NewHasher()
 	n, err := copyIn(ctx, f, r, h)
 	if err == nil {
@@ -66,18 +62,18 @@ func (b *Batch) Put(ctx context.Context, r io.Reader) (Digest, int64, error) {
 		err = cerr
 	}
 	if err != nil {
-		os.Remove(tmp)
-		return "", 0, fmt.Errorf("put blob %s: %w", tmp, err)
+		_ = dir.Unlink(tmp) // best effort: CleanTemp removes leftovers
+		return "", 0, fmt.Errorf("put blob %s: %w", f.Name(), err)
 	}
 	d := h.Digest()
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.seen[d] {
-		os.Remove(tmp)
+		_ = dir.Unlink(tmp) // a copy of what the batch holds already
 		return d, n, nil
 	}
 	b.seen[d] = true
-	b.pending = append(b.pending, pending{tmp: tmp, d: d, n: n})
+	b.pending = append(b.pending, pending{dir: dir, tmp: tmp, d: d, n: n})
 	return d, n, nil
 }
 
@@ -112,7 +108,7 @@ func (b *Batch) PutFile(ctx context.Context, f *fsx.File) (Digest, int64, error)
 	}
 	b.seen[d] = true
 	b.mu.Unlock()
-	tmp, err := b.s.writeTemp(data)
+	dir, tmp, err := b.s.writeTemp(data)
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if err != nil {
@@ -126,7 +122,7 @@ func (b *Batch) PutFile(ctx context.Context, f *fsx.File) (Digest, int64, error)
 		b.held[d] = append([]byte(nil), data...)
 		b.heldBytes += len(data)
 	}
-	b.pending = append(b.pending, pending{tmp: tmp, d: d, n: n})
+	b.pending = append(b.pending, pending{dir: dir, tmp: tmp, d: d, n: n})
 	return d, n, nil
 }
 
@@ -158,7 +154,7 @@ func (b *Batch) Commit() (err error) {
 	}
 	bulk := fsx.BulkSync(len(b.pending))
 	if bulk {
-		err := fsx.SyncFSPath(b.s.dir)
+		err := b.s.root.SyncFS()
 		if errors.Is(err, errors.ErrUnsupported) {
 			bulk = false
 		} else if err != nil {
@@ -167,7 +163,7 @@ func (b *Batch) Commit() (err error) {
 	}
 	if !bulk {
 		err := fsx.Each(len(b.pending), fsx.SyncInFlight, func(i int) error {
-			if err := syncPath(b.pending[i].tmp); err != nil {
+			if err := syncTemp(b.pending[i]); err != nil {
 				return fmt.Errorf("commit blob %s: %w", b.pending[i].d, err)
 			}
 			return nil
@@ -176,36 +172,17 @@ func (b *Batch) Commit() (err error) {
 			return err
 		}
 	}
-	dirs := map[string]bool{}
-	for i, p := range b.pending {
-		dst := b.s.Path(p.d)
-		prefix := filepath.Dir(dst)
-		// Replaced when it exists, as by Store.Put: damage heals and a
-		// reused object is young again. The prefix directory is made
-		// only when the rename says it is missing.
-		err := rename(p.tmp, dst)
-		if errors.Is(err, fs.ErrNotExist) {
-			if err = b.s.ensurePrefixDir(prefix); err == nil {
-				err = rename(p.tmp, dst)
-			}
-		}
-		if err != nil {
-			return fmt.Errorf("commit blob %s: %w", p.d, err)
-		}
-		b.pending[i].tmp = ""
-		dirs[prefix] = true
+	dirs, err := b.place()
+	if err != nil {
+		return err
 	}
 	if bulk {
-		if err := fsx.SyncFSPath(b.s.dir); err != nil {
+		if err := b.s.root.SyncFS(); err != nil {
 			return fmt.Errorf("commit blobs: %w", err)
 		}
 	} else {
-		list := make([]string, 0, len(dirs))
-		for d := range dirs {
-			list = append(list, d)
-		}
-		err := fsx.Each(len(list), fsx.SyncInFlight, func(i int) error {
-			if err := syncDir(list[i]); err != nil {
+		err := fsx.Each(len(dirs), fsx.SyncInFlight, func(i int) error {
+			if err := syncDir(dirs[i]); err != nil {
 				return fmt.Errorf("commit blobs: %w", err)
 			}
 			return nil
@@ -218,36 +195,47 @@ func (b *Batch) Commit() (err error) {
 	return nil
 }
 
+// place renames every temporary file of the batch to its object's name
+// and returns the prefix directories that received one. An object there
+// is replaced, as by Store.Put: damage heals and a reused object is young
+// again.
+func (b *Batch) place() ([]*fsx.Dir, error) {
+	seen := map[*fsx.Dir]bool{}
+	var dirs []*fsx.Dir
+	for i, p := range b.pending {
+		var to *fsx.Dir
+		err := b.s.inPrefix(p.d.Hex(), true, func(pd *fsx.Dir, name string) error {
+			to = pd
+			return p.dir.Rename(p.tmp, pd, name)
+		})
+		if err != nil {
+			return nil, fmt.Errorf("commit blob %s: %w", p.d, err)
+		}
+		b.pending[i].tmp = ""
+		if !seen[to] {
+			seen[to] = true
+			dirs = append(dirs, to)
+		}
+	}
+	return dirs, nil
+}
+
 // Abort removes the batch's temporary files; nothing of it is stored.
 func (b *Batch) Abort() {
 	for _, p := range b.pending {
 		if p.tmp != "" {
-			os.Remove(p.tmp)
+			_ = p.dir.Unlink(p.tmp) // best effort: CleanTemp removes leftovers
 		}
 	}
 	b.pending = nil
 }
 
-func syncPath(p string) error {
-	f, err := os.Open(p)
+// syncTemp makes the content of p's temporary file durable.
+func syncTemp(p pending) error {
+	f, err := p.dir.Open(p.tmp)
 	if err != nil {
 		return err
 	}
 	defer f.Close()
-	return fsx.SyncFile(f)
-}
-
-// rename is rename(2): os.Rename first looks at the new name to refuse a
-// directory there, which an object's name never is.
-func rename(from, to string) error {
-	for {
-		err := syscall.Rename(from, to)
-		if err == syscall.EINTR {
-			continue
-		}
-		if err != nil {
-			return &os.LinkError{Op: "rename", Old: from, New: to, Err: err}
-		}
-		return nil
-	}
+	return f.Sync()
 }

@@ -41,4 +41,12 @@
 //
 // Digests that are not well formed are refused by every method, so a name
 // such as "sha256:../../x" never reaches the file system.
+//
+// # Paths
+//
+// The store's directories are opened once, beneath the store's directory,
+// and kept open; an object is reached with one call in its prefix
+// directory, never by its path. A symlink, a mount point or a file of
+// another type where the store keeps its own directory or object is
+// reported ([ErrDamaged]), never followed or replaced.
 package blob

@@ -40,10 +40,9 @@ const (
 // Lock takes the store lock in mode, waiting until deadline (or ctx is
 // done), and returns a function that releases it.
 func (s *Store) Lock(ctx context.Context, mode LockMode, deadline time.Time) (func(), error) {
-	p := filepath.Join(s.dir, lockName)
-	f, err := os.OpenFile(p, os.O_RDWR|os.O_CREATE, 0o600)
+	f, err := s.root.OpenFileFlags(lockName, os.O_RDWR|os.O_CREATE, 0o600)
 	if err != nil {
-		return nil, fmt.Errorf("open the blob store lock: %w", err)
+		return nil, fmt.Errorf("open the blob store lock %s: %w", filepath.Join(s.path, lockName), damaged(err))
 	}
 	how := unix.LOCK_SH
 	if mode == Exclusive {
@@ -60,7 +59,7 @@ func (s *Store) Lock(ctx context.Context, mode LockMode, deadline time.Time) (fu
 		}
 		if ctx.Err() != nil || time.Now().After(deadline) {
 			f.Close()
-			return nil, fmt.Errorf("%s: %w", s.dir, ErrLockTimeout)
+			return nil, fmt.Errorf("%s: %w", s.path, ErrLockTimeout)
 		}
 		select {
 		case <-ctx.Done():

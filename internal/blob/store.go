@@ -1,8 +1,6 @@
 package blob
 
 import (
-	"github.com/wtx-dev/wtx/internal/fsx"
-
 	"bytes"
 	"context"
 	"errors"
@@ -13,8 +11,11 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
+
+	"github.com/wtx-dev/wtx/internal/fsx"
 )
 
 // ErrCorrupt is wrapped by errors from [Store.Verify] when an object's
@@ -37,47 +38,116 @@ const (
 )
 
 // A Store is a content-addressed, write-once object store in one directory.
-// See the package documentation for its layout and guarantees.
+// See the package documentation for its layout and guarantees. Every
+// directory of the store is reached through a handle opened once beneath
+// the store's directory, never through a symlink or a mount point.
 type Store struct {
-	dir string
+	// path is the store's directory, for messages only.
+	path string
+	// root is the store's directory, open.
+	root *fsx.Dir
+	// objects and tmp are its objects and tmp directories; prefixes holds
+	// the two-hex-digit directories under objects as they are first used.
+	objects, tmp atomic.Pointer[fsx.Dir]
+	prefixes     [256]atomic.Pointer[fsx.Dir]
+	// mu serialises the opening of directories; stale keeps the handles
+	// of directories found removed, for Close.
+	mu    sync.Mutex
+	stale []*fsx.Dir
 }
 
-// Open returns the store in dir, creating dir and its objects and tmp
-// directories if they are missing.
+// ErrDamaged is wrapped by errors about an entry of the store that is not
+// what the store keeps there: a symlink, a mount point or a file of another
+// type where it keeps its own directory or object. The store neither
+// follows nor replaces it.
+var ErrDamaged = errors.New("the blob store holds something it did not put there")
+
+// Open returns the store in the existing directory dir, creating its
+// objects and tmp directories if they are missing. dir's last component
+// must not be a symlink.
 func Open(dir string) (*Store, error) {
 	abs, err := filepath.Abs(dir)
 	if err != nil {
 		return nil, fmt.Errorf("open blob store %s: %w", dir, err)
 	}
-	for _, sub := range []string{objectsDir, tmpDir} {
-		if err := os.MkdirAll(filepath.Join(abs, sub), dirPerm); err != nil {
-			return nil, fmt.Errorf("open blob store %s: %w", abs, err)
+	r, err := fsx.OpenRoot(abs)
+	if err != nil {
+		return nil, fmt.Errorf("open blob store %s: %w", abs, err)
+	}
+	defer r.Close()
+	return OpenIn(r)
+}
+
+// OpenIn returns the store in the directory of r, creating its objects and
+// tmp directories if they are missing. The store keeps handles of its own:
+// r may be closed once OpenIn returns. Close releases them.
+func OpenIn(r *fsx.Root) (*Store, error) {
+	s := &Store{path: r.Path()}
+	root, err := r.OpenDir(".")
+	if err != nil {
+		return nil, fmt.Errorf("open blob store %s: %w", s.path, err)
+	}
+	s.root = root
+	for _, sub := range []struct {
+		p    *atomic.Pointer[fsx.Dir]
+		name string
+	}{{&s.objects, objectsDir}, {&s.tmp, tmpDir}} {
+		d, err := subdir(root, sub.name, true)
+		if err != nil {
+			s.Close()
+			return nil, fmt.Errorf("open blob store %s: %w", s.path, damaged(err))
+		}
+		sub.p.Store(d)
+	}
+	return s, nil
+}
+
+// Close releases the store's directory handles. The store must not be used
+// afterwards.
+func (s *Store) Close() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var errs []error
+	closeDir := func(d *fsx.Dir) {
+		if d != nil {
+			errs = append(errs, d.Close())
 		}
 	}
-	return &Store{dir: abs}, nil
+	for i := range s.prefixes {
+		closeDir(s.prefixes[i].Swap(nil))
+	}
+	closeDir(s.objects.Swap(nil))
+	closeDir(s.tmp.Swap(nil))
+	for _, d := range s.stale {
+		closeDir(d)
+	}
+	s.stale = nil
+	closeDir(s.root)
+	s.root = nil
+	return errors.Join(errs...)
 }
 
 // Dir returns the store's directory as an absolute path.
-func (s *Store) Dir() string { return s.dir }
+func (s *Store) Dir() string { return s.path }
 
 // Path returns the file name of the object d, whether or not it is stored,
-// or "" if d is not valid.
+// or "" if d is not valid. It is for messages: the store itself never opens
+// an object by its path.
 func (s *Store) Path(d Digest) string {
 	h := d.Hex()
 	if h == "" {
 		return ""
 	}
-	return filepath.Join(s.dir, objectsDir, h[:2], h[2:])
+	return filepath.Join(s.path, objectsDir, h[:2], h[2:])
 }
 
-// path is Path for a digest that must be valid; op names the caller in the
-// error.
-func (s *Store) path(op string, d Digest) (string, error) {
-	p := s.Path(d)
-	if p == "" {
+// hexOf is d's hex digits, or an error wrapping ErrInvalidDigest naming op.
+func hexOf(op string, d Digest) (string, error) {
+	h := d.Hex()
+	if h == "" {
 		return "", fmt.Errorf("%s blob %q: %w", op, string(d), ErrInvalidDigest)
 	}
-	return p, nil
+	return h, nil
 }
 
 // Put reads r to its end and stores its bytes, returning their digest and
@@ -94,16 +164,15 @@ func (s *Store) Put(ctx context.Context, r io.Reader) (d Digest, n int64, err er
 	if err := ctx.Err(); err != nil {
 		return "", 0, fmt.Errorf("put blob: %w", err)
 	}
-	f, err := s.createTemp()
+	f, tdir, tmp, err := s.createTemp()
 	if err != nil {
 		return "", 0, fmt.Errorf("put blob: %w", err)
 	}
-	tmp := f.Name()
 	defer func() {
 		if err != nil {
-			f.Close() // a second Close after a successful one is harmless
-			os.Remove(tmp)
-			err = fmt.Errorf("put blob %s: %w", tmp, err)
+			f.Close()            // a second Close after a successful one is harmless
+			_ = tdir.Unlink(tmp) // best effort: CleanTemp removes leftovers
+			err = fmt.Errorf("put blob %s: %w", f.Name(), err)
 		}
 	}()
 
@@ -121,19 +190,16 @@ func (s *Store) Put(ctx context.Context, r io.Reader) (d Digest, n int64, err er
 	if err = f.Close(); err != nil {
 		return "", 0, err
 	}
-
 	d = h.Digest()
-	dst := s.Path(d)
-	prefixDir := filepath.Dir(dst)
-	if err = s.ensurePrefixDir(prefixDir); err != nil {
-		return "", 0, err
-	}
 	// An object already there is replaced: the fresh copy is known good
 	// (damage heals) and young (a collector's grace protects it).
-	if err = os.Rename(tmp, dst); err != nil {
-		return "", 0, err
-	}
-	if err = syncDir(prefixDir); err != nil {
+	err = s.inPrefix(d.Hex(), true, func(pd *fsx.Dir, name string) error {
+		if err := tdir.Rename(tmp, pd, name); err != nil {
+			return err
+		}
+		return syncDir(pd)
+	})
+	if err != nil {
 		return "", 0, err
 	}
 	return d, n, nil
@@ -146,17 +212,18 @@ func (s *Store) PutBytes(ctx context.Context, b []byte) (Digest, error) {
 }
 
 // createTemp creates a new temporary file in the tmp directory, re-creating
-// the directory if something removed it.
-func (s *Store) createTemp() (*os.File, error) {
-	dir := filepath.Join(s.dir, tmpDir)
-	f, err := fsx.CreateTemp(dir, tmpPrefix)
+// the directory if something removed it, and returns it with the directory
+// and its name there.
+func (s *Store) createTemp() (*os.File, *fsx.Dir, string, error) {
+	t := s.tmp.Load()
+	f, name, err := t.CreateTemp(tmpPrefix)
 	if errors.Is(err, fs.ErrNotExist) {
-		if err := os.MkdirAll(dir, dirPerm); err != nil {
-			return nil, err
+		if t, err = s.top(&s.tmp, tmpDir, t); err != nil {
+			return nil, nil, "", damaged(err)
 		}
-		f, err = fsx.CreateTemp(dir, tmpPrefix)
+		f, name, err = t.CreateTemp(tmpPrefix)
 	}
-	return f, err
+	return f, t, name, damaged(err)
 }
 
 // smallBufs holds the buffers small objects are read into: one byte more
@@ -167,18 +234,18 @@ var smallBufs = sync.Pool{New: func() any { b := make([]byte, smallObject+1); re
 const smallObject = 64 << 10
 
 // writeTemp writes data into a new temporary file with the object's mode
-// and returns its name; the file is not synced.
-func (s *Store) writeTemp(data []byte) (string, error) {
-	dir := filepath.Join(s.dir, tmpDir)
-	f, err := fsx.CreateAt(dir, tmpPrefix, objectPerm)
+// and returns the directory and its name there; the file is not synced.
+func (s *Store) writeTemp(data []byte) (*fsx.Dir, string, error) {
+	t := s.tmp.Load()
+	f, name, err := t.CreateTempFile(tmpPrefix, objectPerm)
 	if errors.Is(err, fs.ErrNotExist) {
-		if err := os.MkdirAll(dir, dirPerm); err != nil {
-			return "", err
+		if t, err = s.top(&s.tmp, tmpDir, t); err != nil {
+			return nil, "", damaged(err)
 		}
-		f, err = fsx.CreateAt(dir, tmpPrefix, objectPerm)
+		f, name, err = t.CreateTempFile(tmpPrefix, objectPerm)
 	}
 	if err != nil {
-		return "", err
+		return nil, "", damaged(err)
 	}
 	err = f.WriteAt(data, 0)
 	if err == nil && !fsx.ExactPerm(objectPerm) {
@@ -188,10 +255,10 @@ func (s *Store) writeTemp(data []byte) (string, error) {
 		err = cerr
 	}
 	if err != nil {
-		_ = os.Remove(f.Name()) // best effort: CleanTemp removes leftovers
-		return "", err
+		_ = t.Unlink(name) // best effort: CleanTemp removes leftovers
+		return nil, "", err
 	}
-	return f.Name(), nil
+	return t, name, nil
 }
 
 // openSmall reads the object d whole into buf when it is shorter than buf
@@ -199,11 +266,14 @@ func (s *Store) writeTemp(data []byte) (string, error) {
 // instead, for the caller to read as a stream and close. Errors are as for
 // [Store.Open].
 func (s *Store) openSmall(op string, d Digest, buf []byte) (f *fsx.File, data []byte, err error) {
-	p, err := s.path(op, d)
+	h, err := hexOf(op, d)
 	if err != nil {
 		return nil, nil, err
 	}
-	data, f, err = fsx.ReadSmallFile(p, buf)
+	err = s.inPrefix(h, false, func(pd *fsx.Dir, name string) error {
+		data, f, err = pd.ReadSmallFile(name, buf)
+		return err
+	})
 	if err != nil {
 		return nil, nil, missing(op, d, err)
 	}
@@ -257,73 +327,98 @@ func copyChecked(ctx context.Context, dst, src *os.File, d Digest) (int64, error
 	return n, nil
 }
 
-// ensurePrefixDir creates the two-hex-digit directory dir if it is missing
-// and makes its entry in the objects directory durable.
-func (s *Store) ensurePrefixDir(dir string) error {
-	err := os.Mkdir(dir, dirPerm)
-	switch {
-	case errors.Is(err, fs.ErrExist):
-		return nil
-	case errors.Is(err, fs.ErrNotExist):
-		// The objects directory itself is gone; bring it back.
-		if err := os.MkdirAll(dir, dirPerm); err != nil {
-			return err
-		}
-		return syncDir(filepath.Dir(filepath.Dir(dir)))
-	case err != nil:
-		return err
-	}
-	return syncDir(filepath.Dir(dir))
-}
-
 // Has reports whether the object d is stored. It is false for an invalid d.
 func (s *Store) Has(d Digest) bool {
-	p := s.Path(d)
-	if p == "" {
-		return false
+	st, err := s.Stat(d)
+	return err == nil && st.IsRegular()
+}
+
+// Stat describes the stored file of the object d, as lstat does: its size
+// and when its content was last stored (its mtime). Errors are as for
+// [Store.Open].
+func (s *Store) Stat(d Digest) (fsx.Stat, error) {
+	h, err := hexOf("stat", d)
+	if err != nil {
+		return fsx.Stat{}, err
 	}
-	fi, err := os.Lstat(p)
-	return err == nil && fi.Mode().IsRegular()
+	var st fsx.Stat
+	err = s.inPrefix(h, false, func(pd *fsx.Dir, name string) error {
+		st, err = pd.Lstat(name)
+		return err
+	})
+	if err != nil {
+		return fsx.Stat{}, missing("stat", d, err)
+	}
+	return st, nil
 }
 
 // Open opens the object d for reading. If d is not stored, the error wraps
-// [fs.ErrNotExist]; if d is not valid, it wraps [ErrInvalidDigest].
+// [fs.ErrNotExist]; if d is not valid, it wraps [ErrInvalidDigest]; if
+// something else than an object file is found in its place (a symlink, a
+// directory), it wraps [ErrDamaged].
 func (s *Store) Open(d Digest) (*os.File, error) {
-	p, err := s.path("open", d)
+	h, err := hexOf("open", d)
 	if err != nil {
 		return nil, err
 	}
-	f, err := fsx.OpenRead(p)
+	var f *os.File
+	err = s.inPrefix(h, false, func(pd *fsx.Dir, name string) error {
+		f, err = pd.OpenFile(name)
+		return err
+	})
 	if err != nil {
 		return nil, missing("open", d, err)
 	}
 	return f, nil
 }
 
-// missing wraps err, and ErrMissing when err says the object is not there.
+// missing wraps err, and ErrMissing when err says the object is not there,
+// or ErrDamaged when what is there is not the store's.
 func missing(op string, d Digest, err error) error {
 	if errors.Is(err, fs.ErrNotExist) {
 		return fmt.Errorf("%s blob %s: %w: %w", op, d, ErrMissing, err)
 	}
-	return fmt.Errorf("%s blob %s: %w", op, d, err)
+	return fmt.Errorf("%s blob %s: %w", op, d, damaged(err))
+}
+
+// damaged wraps ErrDamaged around an error that says an entry of the store
+// is a symlink, a mount point or of the wrong type.
+func damaged(err error) error {
+	if err == nil || errors.Is(err, ErrDamaged) {
+		return err
+	}
+	if errors.Is(err, fsx.ErrSymlink) || errors.Is(err, fsx.ErrCrossDevice) ||
+		errors.Is(err, fsx.ErrNotDir) || errors.Is(err, fsx.ErrNotRegular) {
+		return fmt.Errorf("%w: %w", ErrDamaged, err)
+	}
+	return err
 }
 
 // ReadAll returns the content of the object d, checked against d: content
 // that no longer hashes to d is an error wrapping [ErrCorrupt]. Other errors
 // are as for [Store.Open].
 func (s *Store) ReadAll(d Digest) ([]byte, error) {
-	p, err := s.path("read", d)
+	buf := smallBufs.Get().(*[]byte)
+	defer smallBufs.Put(buf)
+	f, data, err := s.openSmall("read", d, *buf)
 	if err != nil {
 		return nil, err
 	}
-	b, err := os.ReadFile(p)
-	if err != nil {
-		return nil, missing("read", d, err)
+	if f == nil {
+		data = bytes.Clone(data)
+	} else {
+		defer f.Close()
+		b := make([]byte, 0, f.Stat().Size)
+		w := bytes.NewBuffer(b)
+		if _, err := f.ReadTo(w, nil); err != nil {
+			return nil, fmt.Errorf("read blob %s: %w", d, err)
+		}
+		data = w.Bytes()
 	}
-	if got := Sum(b); got != d {
+	if got := Sum(data); got != d {
 		return nil, corrupt("read", d, got)
 	}
-	return b, nil
+	return data, nil
 }
 
 // CopyTo copies the content of the object d into dst, a new empty file,
@@ -404,53 +499,74 @@ func (s *Store) Verify(d Digest) error {
 // [fs.ErrNotExist]. The removal is not synced: after a crash the object may
 // be back, which is harmless for a content-addressed store.
 func (s *Store) Remove(d Digest) error {
-	p, err := s.path("remove", d)
+	h, err := hexOf("remove", d)
 	if err != nil {
 		return err
 	}
-	if err := os.Remove(p); err != nil {
-		return fmt.Errorf("remove blob %s: %w", d, err)
+	err = s.inPrefix(h, false, func(pd *fsx.Dir, name string) error { return pd.Unlink(name) })
+	if err != nil {
+		return fmt.Errorf("remove blob %s: %w", d, damaged(err))
 	}
 	return nil
 }
 
 // Walk calls fn for every stored object with its digest and size, in
 // lexical order of digest. Files in the objects directory that do not name a
-// valid object are skipped. Walk stops at the first error from fn, or when
-// ctx is done, and returns that error.
+// valid object are skipped; a symlink, a mount point or a file where a
+// directory of objects belongs is an error wrapping [ErrDamaged]. Walk
+// stops at the first error from fn, or when ctx is done, and returns that
+// error.
 func (s *Store) Walk(ctx context.Context, fn func(d Digest, size int64) error) error {
-	root := filepath.Join(s.dir, objectsDir)
-	prefixes, err := os.ReadDir(root)
+	objs := s.objects.Load()
+	prefixes, err := objs.ReadDir()
 	if err != nil {
-		return fmt.Errorf("walk blobs %s: %w", root, err)
+		return fmt.Errorf("walk blobs %s: %w", filepath.Join(s.path, objectsDir), err)
 	}
 	for _, p := range prefixes {
-		if !p.IsDir() || len(p.Name()) != 2 {
+		if len(p) != 2 || !Digest(prefix+p+strings.Repeat("0", 62)).Valid() {
 			continue
 		}
-		dir := filepath.Join(root, p.Name())
-		entries, err := os.ReadDir(dir)
-		if err != nil {
-			return fmt.Errorf("walk blobs %s: %w", dir, err)
+		if err := s.walkPrefix(ctx, p, fn); err != nil {
+			return err
 		}
-		for _, e := range entries {
-			if err := ctx.Err(); err != nil {
-				return fmt.Errorf("walk blobs %s: %w", dir, err)
-			}
-			d := Digest(prefix + p.Name() + e.Name())
-			if !e.Type().IsRegular() || !d.Valid() {
-				continue
-			}
-			fi, err := e.Info()
-			if errors.Is(err, fs.ErrNotExist) {
-				continue // removed since the listing
-			}
-			if err != nil {
-				return fmt.Errorf("walk blobs %s: %w", dir, err)
-			}
-			if err := fn(d, fi.Size()); err != nil {
-				return err
-			}
+	}
+	return nil
+}
+
+// walkPrefix is Walk over the objects under objects/p.
+func (s *Store) walkPrefix(ctx context.Context, p string, fn func(d Digest, size int64) error) error {
+	where := filepath.Join(s.path, objectsDir, p)
+	pd, err := s.prefix(p, false)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil // removed since the listing
+	}
+	if err != nil {
+		return fmt.Errorf("walk blobs %s: %w", where, damaged(err))
+	}
+	names, err := pd.ReadDir()
+	if err != nil {
+		return fmt.Errorf("walk blobs %s: %w", where, err)
+	}
+	for _, name := range names {
+		if err := ctx.Err(); err != nil {
+			return fmt.Errorf("walk blobs %s: %w", where, err)
+		}
+		d := Digest(prefix + p + name)
+		if !d.Valid() {
+			continue
+		}
+		st, err := pd.Lstat(name)
+		if errors.Is(err, fs.ErrNotExist) {
+			continue // removed since the listing
+		}
+		if err != nil {
+			return fmt.Errorf("walk blobs %s: %w", where, err)
+		}
+		if !st.IsRegular() {
+			continue
+		}
+		if err := fn(d, st.Size); err != nil {
+			return err
 		}
 	}
 	return nil
@@ -460,22 +576,23 @@ func (s *Store) Walk(ctx context.Context, fn func(d Digest, size int64) error) e
 // by writers that crashed, and returns how many it removed. Pass a cutoff
 // well in the past so that writes still in progress are not disturbed.
 func (s *Store) CleanTemp(cutoff time.Time) (int, error) {
-	dir := filepath.Join(s.dir, tmpDir)
-	entries, err := os.ReadDir(dir)
+	t := s.tmp.Load()
+	where := filepath.Join(s.path, tmpDir)
+	names, err := t.ReadDir()
 	if err != nil {
-		return 0, fmt.Errorf("clean blob temp %s: %w", dir, err)
+		return 0, fmt.Errorf("clean blob temp %s: %w", where, err)
 	}
 	removed := 0
-	for _, e := range entries {
-		if !strings.HasPrefix(e.Name(), tmpPrefix) {
+	for _, name := range names {
+		if !strings.HasPrefix(name, tmpPrefix) {
 			continue
 		}
-		fi, err := e.Info()
-		if err != nil || !fi.ModTime().Before(cutoff) {
+		st, err := t.Lstat(name)
+		if err != nil || st.Mtime >= cutoff.UnixNano() {
 			continue
 		}
-		if err := os.Remove(filepath.Join(dir, e.Name())); err != nil && !errors.Is(err, fs.ErrNotExist) {
-			return removed, fmt.Errorf("clean blob temp %s: %w", dir, err)
+		if err := t.Unlink(name); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return removed, fmt.Errorf("clean blob temp %s: %w", where, err)
 		}
 		removed++
 	}
@@ -512,16 +629,12 @@ func (c ctxReader) Read(p []byte) (int, error) {
 	return c.r.Read(p)
 }
 
-// syncDir makes the entries of the directory dir durable. File systems that
+// syncDir makes the entries of the directory d durable. File systems that
 // cannot sync a directory are tolerated.
-func syncDir(dir string) error {
-	f, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	err = fsx.SyncFile(f)
+func syncDir(d *fsx.Dir) error {
+	err := d.Sync()
 	if errors.Is(err, syscall.EINVAL) || errors.Is(err, syscall.ENOTSUP) || errors.Is(err, errors.ErrUnsupported) {
 		err = nil
 	}
-	return errors.Join(err, f.Close())
+	return err
 }

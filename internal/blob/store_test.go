@@ -17,10 +17,11 @@ import (
 
 func newStore(t *testing.T) *Store {
 	t.Helper()
-	s, err := Open(filepath.Join(t.TempDir(), "blobs"))
+	s, err := Open(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { s.Close() })
 	return s
 }
 
@@ -59,6 +60,12 @@ func objectCount(t *testing.T, s *Store) int {
 
 func TestOpenCreatesLayout(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "a", "b")
+	if _, err := Open(dir); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("Open of a missing directory: %v, want fs.ErrNotExist", err)
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
 	s, err := Open(dir)
 	if err != nil {
 		t.Fatal(err)
@@ -295,7 +302,7 @@ func TestVerifyCatchesCorruption(t *testing.T) {
 
 func TestConcurrentPutsSameContent(t *testing.T) {
 	ctx := context.Background()
-	dir := filepath.Join(t.TempDir(), "blobs")
+	dir := t.TempDir()
 	data := bytes.Repeat([]byte("concurrent "), 50_000)
 	want := Sum(data)
 	const writers = 16
