@@ -587,7 +587,7 @@ func (s *Stage) advanceBase(ctx context.Context, cs *ChangeSet, applied []tree.C
 		next = append(next, ne)
 	})
 	nm := &tree.Manifest{Fence: m.Fence, ViewFence: m.ViewFence, Entries: next}
-	if err := writeManifest(s.ws.stageDir(s.ID()), nm); err != nil {
+	if err := s.ws.writeManifest(s.ID(), nm); err != nil {
 		return AsError(err)
 	}
 	cs.base = nm

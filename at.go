@@ -5,15 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
-	"path/filepath"
 	"sort"
 	"strings"
 
 	"github.com/wtx-dev/wtx/internal/binenc"
 	"github.com/wtx-dev/wtx/internal/blob"
 	"github.com/wtx-dev/wtx/internal/failpoint"
-	"github.com/wtx-dev/wtx/internal/fsx"
 	"github.com/wtx-dev/wtx/internal/quote"
 	"github.com/wtx-dev/wtx/internal/stage"
 	"github.com/wtx-dev/wtx/internal/tree"
@@ -220,12 +217,13 @@ func (w *Workspace) setBack(ctx context.Context, v stage.View, m *tree.Manifest,
 // paths it set back (length-prefixed names: they are bytes).
 const reversedName = "at.paths"
 
-func writeReversed(dir string, paths []string) error {
+// writeReversed records paths as the paths stage id set back.
+func (w *Workspace) writeReversed(id string, paths []string) error {
 	var b []byte
 	for _, p := range paths {
 		b = binenc.AppendString(b, p)
 	}
-	return fsx.WriteFileAtomic(filepath.Join(dir, reversedName), b, 0o600)
+	return w.state.WriteFileAtomic(stageRel(id)+"/"+reversedName, b, 0o600)
 }
 
 // At is the op a stage was opened at ("" for a stage of the workspace as
@@ -238,9 +236,9 @@ func (s *Stage) Reversed() ([]string, error) {
 	if s.cfg.At == "" {
 		return nil, nil
 	}
-	data, err := os.ReadFile(filepath.Join(s.ws.stageDir(s.ID()), reversedName))
+	data, err := s.ws.state.ReadFile(stageRel(s.ID()) + "/" + reversedName)
 	if err != nil {
-		return nil, AsError(fmt.Errorf("stage %s: paths set back: %w", s.ID(), err))
+		return nil, stateIOError(s.ws.stateDir, "read the paths stage "+s.ID()+" set back", err)
 	}
 	d := binenc.NewDecoder(data)
 	out := []string{}

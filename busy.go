@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
-	"path/filepath"
 	"strconv"
 	"time"
 
@@ -44,10 +43,11 @@ type RunInfo struct {
 	Started time.Time `json:"started"`
 }
 
-func (s *Stage) busyPath() string { return filepath.Join(s.ws.stageDir(s.ID()), busyName) }
+// busyRel is the busy lock beneath the state root.
+func (s *Stage) busyRel() string { return stageRel(s.ID()) + "/" + busyName }
 
 func (s *Stage) openBusy() (*os.File, error) {
-	return os.OpenFile(s.busyPath(), os.O_RDWR|os.O_CREATE, 0o600)
+	return s.ws.state.OpenFile(s.busyRel(), os.O_RDWR|os.O_CREATE, 0o600)
 }
 
 // busyError is the refusal of a command on a stage that a run holds.
@@ -81,7 +81,7 @@ func (s *Stage) holdShared(ctx context.Context, what string) (func(), error) {
 		if errors.Is(err, fs.ErrNotExist) {
 			return func() {}, nil
 		}
-		return nil, AsError(fmt.Errorf("open busy lock of %s: %w", s.ID(), err))
+		return nil, stateIOError(s.ws.stateDir, "open the busy lock of "+s.ID(), err)
 	}
 	for {
 		err = unix.Flock(int(f.Fd()), unix.LOCK_SH|unix.LOCK_NB)
@@ -112,7 +112,7 @@ func (s *Stage) holdShared(ctx context.Context, what string) (func(), error) {
 func (s *Stage) holdRun(ctx context.Context) (*os.File, error) {
 	f, err := s.openBusy()
 	if err != nil {
-		return nil, AsError(fmt.Errorf("open busy lock of %s: %w", s.ID(), err))
+		return nil, stateIOError(s.ws.stateDir, "open the busy lock of "+s.ID(), err)
 	}
 	deadline := time.Now().Add(busyWait)
 	for !failpoint.Disabled("busy") {
@@ -124,7 +124,7 @@ func (s *Stage) holdRun(ctx context.Context) (*os.File, error) {
 			f.Close()
 			return nil, AsError(fmt.Errorf("lock stage %s: %w", s.ID(), err))
 		}
-		if errors.Is(err, unix.EWOULDBLOCK) && exclusivelyHeld(s.busyPath()) {
+		if errors.Is(err, unix.EWOULDBLOCK) && s.exclusivelyHeld() {
 			info := readRunInfo(f)
 			f.Close()
 			return nil, s.busyError("another run", info)
@@ -153,10 +153,10 @@ func (s *Stage) holdRun(ctx context.Context) (*os.File, error) {
 	return f, nil
 }
 
-// exclusivelyHeld reports whether the lock at p is held exclusively (by a
+// exclusivelyHeld reports whether the busy lock is held exclusively (by a
 // run) rather than shared (by short commands): a shared request then fails.
-func exclusivelyHeld(p string) bool {
-	g, err := os.Open(p)
+func (s *Stage) exclusivelyHeld() bool {
+	g, err := s.ws.state.OpenFile(s.busyRel(), os.O_RDONLY, 0)
 	if err != nil {
 		return false
 	}
@@ -179,12 +179,12 @@ func readRunInfo(f *os.File) *RunInfo {
 // (nil when no run holds it). A stage found free with a run that never
 // finished (its wtx was killed) gets that run marked interrupted.
 func (s *Stage) Running(ctx context.Context) (*RunInfo, error) {
-	f, err := os.Open(s.busyPath())
+	f, err := s.ws.state.OpenFile(s.busyRel(), os.O_RDONLY, 0)
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
 			return nil, nil
 		}
-		return nil, AsError(fmt.Errorf("open busy lock of %s: %w", s.ID(), err))
+		return nil, stateIOError(s.ws.stateDir, "open the busy lock of "+s.ID(), err)
 	}
 	defer f.Close()
 	for {

@@ -17,7 +17,16 @@ import (
 )
 
 func (w *Workspace) journalDir() string {
-	return filepath.Join(w.workspaceStateDir(), "journal")
+	return filepath.Join(w.workspaceStateDir(), journalDirName)
+}
+
+// journalDirName is the journal root's name in a workspace's directory.
+const journalDirName = "journal"
+
+// journals is where the journals of the workspace's applies live,
+// beneath the open state root.
+func (w *Workspace) journals() journal.Dir {
+	return journal.Dir{Root: w.state, Rel: w.workspaceRel() + "/" + journalDirName}
 }
 
 // commitOp runs the write-ahead protocol for changes, which a casReader
@@ -47,9 +56,9 @@ func (w *Workspace) commitOp(ctx context.Context, x *executor, rec *opRecord, ch
 	if failpoint.Disabled("journal") {
 		j.Records = nil // negative control: recovery then has nothing to go on
 	}
-	if err := journal.Write(w.journalDir(), j); err != nil {
-		journal.Remove(w.journalDir(), rec.Op.ID)
-		return AsError(fmt.Errorf("write journal: %w", err))
+	if err := w.journals().Write(j); err != nil {
+		_ = w.journals().Remove(rec.Op.ID) // nothing was touched yet; a leftover is recovery's to remove
+		return stateIOError(w.stateDir, "write the journal of "+rec.Op.ID, err)
 	}
 	failpoint.Hit("apply:journaled")
 	if err := x.prepareTemps(recs); err != nil {
@@ -58,7 +67,7 @@ func (w *Workspace) commitOp(ctx context.Context, x *executor, rec *opRecord, ch
 			// journal, and recovery removes it.
 			return &Error{Code: CodeInternal, Message: fmt.Sprintf("write the new contents: %v; temporary files are left for recovery", err)}
 		}
-		journal.Remove(w.journalDir(), rec.Op.ID)
+		w.journals().Remove(rec.Op.ID)
 		return AsError(fmt.Errorf("write the new contents: %w", err))
 	}
 	err = x.execute(ctx, recs)
@@ -69,22 +78,22 @@ func (w *Workspace) commitOp(ctx context.Context, x *executor, rec *opRecord, ch
 			// Not fully undone: the journal stays for recovery.
 			return err
 		}
-		journal.Remove(w.journalDir(), rec.Op.ID)
+		w.journals().Remove(rec.Op.ID)
 		return allChanged(ctx, x.root, changes, err)
 	}
 	failpoint.Hit("apply:synced")
-	if err := journal.Commit(w.journalDir(), rec.Op.ID); err != nil {
+	if err := w.journals().Commit(rec.Op.ID); err != nil {
 		// Without a durable marker the op is not committed: undo it. A
 		// marker that was written but not synced goes first, so that a
 		// recovery after a failed rollback rolls back too: a reported
 		// failure must leave no effect.
-		if uerr := journal.Uncommit(w.journalDir(), rec.Op.ID); uerr != nil {
+		if uerr := w.journals().Uncommit(rec.Op.ID); uerr != nil {
 			return AsError(fmt.Errorf("commit %s: %w; and its marker cannot be removed (%v): run 'wtx recover' to learn whether it landed", rec.Op.ID, err, uerr))
 		}
 		if rerr := w.rollback(ctx, j); rerr != nil {
 			return AsError(fmt.Errorf("commit %s: %w; rollback: %v", rec.Op.ID, err, rerr))
 		}
-		journal.Remove(w.journalDir(), rec.Op.ID)
+		w.journals().Remove(rec.Op.ID)
 		return AsError(fmt.Errorf("commit %s: %w", rec.Op.ID, err))
 	}
 	failpoint.Hit("apply:committed")
@@ -111,7 +120,7 @@ func (w *Workspace) commitOp(ctx context.Context, x *executor, rec *opRecord, ch
 		// the journal stays and the next command's recovery removes it.
 		return nil
 	}
-	if err := journal.Remove(w.journalDir(), rec.Op.ID); err != nil {
+	if err := w.journals().Remove(rec.Op.ID); err != nil {
 		return landed(rec, "removing its journal", err)
 	}
 	failpoint.Hit("apply:done")

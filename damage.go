@@ -4,9 +4,10 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"os"
 	"path/filepath"
 	"strings"
+
+	"github.com/wtx-dev/wtx/internal/fsx"
 )
 
 // leftovers counts what a state root holds besides its database: evidence
@@ -40,13 +41,25 @@ func (l leftovers) String() string {
 // countLeftovers looks at what stateDir holds besides the database. It
 // stops counting objects at a bound; the count only has to show use.
 func countLeftovers(stateDir string) leftovers {
+	root, err := fsx.OpenRoot(stateDir)
+	if err != nil {
+		return leftovers{}
+	}
+	defer root.Close()
+	return countLeftoversAt(root)
+}
+
+// countLeftoversAt is countLeftovers of the open state root. What it cannot
+// read (a symlink in its place included, which it does not follow) counts
+// as nothing.
+func countLeftoversAt(root *fsx.Root) leftovers {
 	var l leftovers
-	if ents, err := os.ReadDir(filepath.Join(stateDir, stagesName)); err == nil {
+	if ents, err := root.ReadDir(stagesName); err == nil {
 		l.stages = len(ents)
 	}
-	if prefixes, err := os.ReadDir(filepath.Join(stateDir, objectsName)); err == nil {
+	if prefixes, err := root.ReadDir(objectsName); err == nil {
 		for _, p := range prefixes {
-			if ents, err := os.ReadDir(filepath.Join(stateDir, objectsName, p.Name())); err == nil {
+			if ents, err := root.ReadDir(objectsName + "/" + p); err == nil {
 				l.objects += len(ents)
 			}
 			if l.objects > 1_000_000 {
@@ -54,10 +67,10 @@ func countLeftovers(stateDir string) leftovers {
 			}
 		}
 	}
-	if wss, err := os.ReadDir(filepath.Join(stateDir, workspaceDirs)); err == nil {
+	if wss, err := root.ReadDir(workspaceDirs); err == nil {
 		l.workspaces = len(wss)
 		for _, w := range wss {
-			if js, err := os.ReadDir(filepath.Join(stateDir, workspaceDirs, w.Name(), "journal")); err == nil {
+			if js, err := root.ReadDir(workspaceDirs + "/" + w + "/" + journalDirName); err == nil {
 				l.journals += len(js)
 			}
 		}
@@ -70,13 +83,25 @@ func countLeftovers(stateDir string) leftovers {
 // one with nothing in its write-ahead log, in a state root that shows it was
 // used (stage directories, objects, workspace directories, journals) is
 // reported with what was lost and a repair. A state root without such
-// evidence is new, and its database is created.
-func checkDatabasePresent(stateDir string) error {
+// evidence is new, and its database is created. root is the state root
+// open, or nil to have it opened here (a missing state root holds nothing).
+func checkDatabasePresent(stateDir string, root *fsx.Root) error {
+	if root == nil {
+		r, err := fsx.OpenRoot(stateDir)
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil
+		}
+		if err != nil {
+			return stateIOError(stateDir, "open the state root", err)
+		}
+		defer r.Close()
+		root = r
+	}
 	p := filepath.Join(stateDir, dbName)
-	fi, err := os.Lstat(p)
+	st, err := root.Lstat(dbName)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
-		if l := countLeftovers(stateDir); l.any() {
+		if l := countLeftoversAt(root); l.any() {
 			return &Error{Code: CodeStateLost,
 				Message: fmt.Sprintf("the state database %s is missing, but the state root still holds %s: the records of stages, ops and receipts (history, undo, recovery) are gone with it; wtx does not start a new, empty history on its own", p, l),
 				Repairs: dbRepairs(stateDir)}
@@ -84,17 +109,17 @@ func checkDatabasePresent(stateDir string) error {
 		return nil
 	case err != nil:
 		return stateIOError(stateDir, "inspect the database", err)
-	case !fi.Mode().IsRegular():
+	case !st.IsRegular():
 		return &Error{Code: CodeCorrupt, Message: fmt.Sprintf("the state database %s is not a regular file", p), Repairs: dbRepairs(stateDir)}
-	case fi.Size() > 0:
+	case st.Size > 0:
 		return nil
 	}
 	// An empty file: the database is being created right now (its first
 	// pages are in the write-ahead log), or it was truncated.
-	if wal, err := os.Lstat(p + "-wal"); err == nil && wal.Size() > 0 {
+	if wal, err := root.Lstat(dbName + "-wal"); err == nil && wal.IsRegular() && wal.Size > 0 {
 		return nil
 	}
-	if l := countLeftovers(stateDir); l.any() {
+	if l := countLeftoversAt(root); l.any() {
 		return &Error{Code: CodeCorrupt,
 			Message: fmt.Sprintf("the state database %s is empty (zero length), but the state root still holds %s: the records of stages, ops and receipts (history, undo, recovery) are lost; wtx does not start a new, empty history on its own", p, l),
 			Repairs: dbRepairs(stateDir)}

@@ -494,7 +494,7 @@ func (s *Stage) fill(ctx context.Context, b *bundle.Bundle, origin *ImportOrigin
 	}
 	sort.Slice(entries, func(i, j int) bool { return entries[i].Path < entries[j].Path })
 	m.Entries = entries
-	if err := writeManifest(s.ws.stageDir(s.ID()), m); err != nil {
+	if err := s.ws.writeManifest(s.ID(), m); err != nil {
 		return AsError(err)
 	}
 	s.cfg.Import = origin

@@ -477,5 +477,5 @@ func (s *Stage) putBase(path string, e *tree.Entry, dirs []tree.Entry) error {
 	}
 	tree.SortEntries(next)
 	m.Entries = next
-	return AsErrorOrNil(writeManifest(s.ws.stageDir(s.ID()), m))
+	return AsErrorOrNil(s.ws.writeManifest(s.ID(), m))
 }

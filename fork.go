@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
 
 	"github.com/wtx-dev/wtx/internal/stage"
 	"github.com/wtx-dev/wtx/internal/state"
@@ -56,13 +55,13 @@ func (s *Stage) Fork(ctx context.Context, opts ForkOptions) (*Stage, error) {
 	id := newID("tx", now)
 	dir := s.ws.stageDir(id)
 	if err := stage.Fork(ctx, s.ws.stageDir(s.ID()), dir); err != nil {
-		removeStageDir(dir)
+		_ = s.ws.removeStageDir(id) // said in the log; the fork's error is what counts
 		return nil, stagingError(err)
 	}
 	ok := false
 	defer func() {
 		if !ok {
-			removeStageDir(dir)
+			_ = s.ws.removeStageDir(id) // said in the log; the fork's error is what counts
 		}
 	}()
 	txops, err := s.ws.db.ListTxOps(ctx, s.ID())
@@ -113,10 +112,5 @@ func (s *Stage) Fork(ctx context.Context, opts ForkOptions) (*Stage, error) {
 // once it was dropped or collected). Clones share their blocks with the
 // workspace until written, so this is an upper bound for a clone stage.
 func (s *Stage) DiskUsage() int64 {
-	return diskUsage(s.ws.stageDir(s.ID()))
-}
-
-func stageDirExists(dir string) bool {
-	_, err := os.Lstat(dir)
-	return err == nil
+	return s.ws.stageDiskUsage(s.ID())
 }

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"os"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -108,7 +107,7 @@ func (w *Workspace) GC(ctx context.Context, opts GCOptions) (*GCResult, error) {
 			continue
 		}
 		if age := now.Sub(r.UpdatedAt); age < opts.OlderThan {
-			if stageDirExists(w.stageDir(r.ID)) {
+			if w.stageDirExists(r.ID) {
 				res.Kept.RecentStages++
 				if in := opts.OlderThan - age; res.Kept.NextStageIn == 0 || in < res.Kept.NextStageIn {
 					res.Kept.NextStageIn = in
@@ -116,14 +115,15 @@ func (w *Workspace) GC(ctx context.Context, opts GCOptions) (*GCResult, error) {
 			}
 			continue
 		}
-		dir := w.stageDir(r.ID)
-		if !stageDirExists(dir) {
+		if !w.stageDirExists(r.ID) {
 			continue
 		}
 		res.Stages = append(res.Stages, r.ID)
-		res.Bytes += diskUsage(dir)
+		res.Bytes += w.stageDiskUsage(r.ID)
 		if !opts.DryRun {
-			removeStageDir(dir)
+			if err := w.removeStageDir(r.ID); err != nil {
+				return nil, err
+			}
 		}
 	}
 	sort.Strings(res.Stages)
@@ -152,7 +152,7 @@ func (w *Workspace) GC(ctx context.Context, opts GCOptions) (*GCResult, error) {
 		if refs[string(d)] {
 			return nil
 		}
-		if fi, err := os.Stat(w.blobs.Path(d)); err != nil || now.Sub(fi.ModTime()) < grace {
+		if st, err := w.blobs.Stat(d); err != nil || now.Sub(time.Unix(0, st.Mtime)) < grace {
 			if err == nil {
 				res.Kept.RecentBlobs++
 			}
@@ -169,13 +169,13 @@ func (w *Workspace) GC(ctx context.Context, opts GCOptions) (*GCResult, error) {
 		return nil
 	})
 	if err != nil {
-		return nil, AsError(fmt.Errorf("gc %s: %w", w.stateDir, err))
+		return nil, stateIOError(w.stateDir, "gc", err)
 	}
 	if !opts.DryRun {
 		// Temporary objects of writers that died: with the store lock held
 		// exclusively no live writer has one.
 		if _, err := w.blobs.CleanTemp(now.Add(-grace)); err != nil {
-			return nil, AsError(fmt.Errorf("gc %s: %w", w.stateDir, err))
+			return nil, stateIOError(w.stateDir, "gc", err)
 		}
 	}
 	return res, nil
@@ -186,17 +186,19 @@ func (w *Workspace) GC(ctx context.Context, opts GCOptions) (*GCResult, error) {
 // and the contents its roll-forward keeps. A journal that is there but
 // cannot be read is an error: what it needs is unknown.
 func (w *Workspace) journalRefs(refs map[string]bool) error {
-	dirs, err := filepath.Glob(filepath.Join(w.stateDir, "workspaces", "*", "journal"))
+	wss, err := w.state.ReadDir(workspaceDirs)
 	if err != nil {
-		return AsError(err)
+		return stateIOError(w.stateDir, "gc: list the workspaces", err)
 	}
-	for _, dir := range dirs {
-		ops, err := journal.Pending(dir)
+	for _, id := range wss {
+		jd := journal.Dir{Root: w.state, Rel: workspaceDirs + "/" + id + "/" + journalDirName}
+		dir := filepath.Join(w.stateDir, filepath.FromSlash(jd.Rel))
+		ops, err := jd.Pending()
 		if err != nil {
-			return AsError(fmt.Errorf("gc: list journals in %s: %w", dir, err))
+			return stateIOError(w.stateDir, "gc: list the journals in "+dir, err)
 		}
 		for _, op := range ops {
-			j, _, err := journal.Load(dir, op)
+			j, _, err := jd.Load(op)
 			if errors.Is(err, fs.ErrNotExist) {
 				continue // never written: the workspace was not touched
 			}
@@ -234,8 +236,8 @@ func (w *Workspace) blobRefs(ctx context.Context, pruneHistory bool) (map[string
 			return nil, AsError(err)
 		}
 		for _, r := range stages {
-			dir := w.stageDir(r.ID)
-			if data, err := os.ReadFile(manifestPath(dir)); err == nil {
+			data, err := w.readManifest(r.ID)
+			if err == nil {
 				m, err := tree.Decode(data)
 				if err != nil {
 					return nil, &Error{Code: CodeInternal, Message: fmt.Sprintf("gc: stage %s: %v", r.ID, err), Err: err}
@@ -245,10 +247,10 @@ func (w *Workspace) blobRefs(ctx context.Context, pruneHistory bool) (map[string
 						refs[e.Digest] = true
 					}
 				}
-			} else if r.State == StateOpen && stageDirExists(dir) {
-				return nil, AsError(fmt.Errorf("gc: stage %s: read base manifest: %w", r.ID, err))
+			} else if r.State == StateOpen && w.stageDirExists(r.ID) || isStateDamage(err) {
+				return nil, stateIOError(w.stateDir, "gc: read the base manifest of stage "+r.ID, err)
 			}
-			if r.State != StateOpen && !stageDirExists(dir) {
+			if r.State != StateOpen && !w.stageDirExists(r.ID) {
 				// A settled stage whose state is gone (dropped, or collected
 				// above): nothing can use its per-file ops, its runs' kept
 				// contents or its reads any more.

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -52,10 +51,9 @@ func storeLockError(err error) error {
 
 // lockWorkspace takes the workspace lock alone.
 func (w *Workspace) lockWorkspace(ctx context.Context) (func(), error) {
-	p := filepath.Join(w.workspaceStateDir(), "lock")
-	f, err := os.OpenFile(p, os.O_RDWR|os.O_CREATE, 0o600)
+	f, err := w.state.OpenFile(w.workspaceRel()+"/lock", os.O_RDWR|os.O_CREATE, 0o600)
 	if err != nil {
-		return nil, AsError(fmt.Errorf("open workspace lock: %w", err))
+		return nil, stateIOError(w.stateDir, "open the workspace lock", err)
 	}
 	deadline := time.Now().Add(lockWait)
 	for {

@@ -60,7 +60,7 @@ func TestBeginManifestIsHandedOnceWhileUnreplaced(t *testing.T) {
 	}
 	// Replaced behind the stage's back: fewer entries, same directory.
 	replaced := &tree.Manifest{Entries: m.Entries[:1]}
-	if err := writeManifest(ws.stageDir(st2.ID()), replaced); err != nil {
+	if err := ws.writeManifest(st2.ID(), replaced); err != nil {
 		t.Fatal(err)
 	}
 	got, err := st2.manifest()

@@ -201,7 +201,7 @@ func (s *Stage) rebase(ctx context.Context, merge, trial bool) (*RebaseResult, e
 		}
 	}
 	tree.SortEntries(m.Entries)
-	if err := writeManifest(s.ws.stageDir(s.ID()), m); err != nil {
+	if err := s.ws.writeManifest(s.ID(), m); err != nil {
 		return nil, AsError(err)
 	}
 	sort.Strings(res.Rebased)

@@ -66,7 +66,7 @@ func (w *Workspace) Recover(ctx context.Context, keepExternal bool) (*RecoverRes
 // pendingRecovery reports whether an interrupted op waits for recovery. A
 // journal directory that cannot be read is an error, not "nothing pending".
 func (w *Workspace) pendingRecovery() (bool, error) {
-	ops, err := journal.Pending(w.journalDir())
+	ops, err := w.journals().Pending()
 	if err != nil {
 		return false, stateIOError(w.stateDir, "read the journals", err)
 	}
@@ -75,12 +75,12 @@ func (w *Workspace) pendingRecovery() (bool, error) {
 
 func (w *Workspace) recoverLocked(ctx context.Context, keepExternal bool) (*RecoverResult, error) {
 	res := &RecoverResult{RolledBack: []string{}, RolledForward: []string{}, Discarded: []string{}, SetAside: []string{}, Kept: []Conflict{}, Unsettled: []string{}}
-	ops, err := journal.Pending(w.journalDir())
+	ops, err := w.journals().Pending()
 	if err != nil {
 		return nil, stateIOError(w.stateDir, "read the journals", err)
 	}
 	for _, op := range ops {
-		j, committed, err := journal.Load(w.journalDir(), op)
+		j, committed, err := w.journals().Load(op)
 		if err != nil {
 			if !errors.Is(err, journal.ErrCorrupt) && !errors.Is(err, fs.ErrNotExist) {
 				return nil, stateIOError(w.stateDir, "read the journal of "+op, err)
@@ -117,7 +117,7 @@ func (w *Workspace) recoverLocked(ctx context.Context, keepExternal bool) (*Reco
 			return nil, err
 		}
 		res.Kept = append(res.Kept, kept...)
-		if err := journal.Remove(w.journalDir(), op); err != nil {
+		if err := w.journals().Remove(op); err != nil {
 			return nil, stateIOError(w.stateDir, "remove the finished journal of "+op, err)
 		}
 		res.RolledBack = append(res.RolledBack, op)
@@ -141,8 +141,7 @@ func (w *Workspace) recoverLocked(ctx context.Context, keepExternal bool) (*Reco
 // the stages: the negative control of the damaged-journal tests.
 func (w *Workspace) damagedJournal(ctx context.Context, op string, loadErr error) error {
 	temps := findTemps(w.path, 10)
-	_, cerr := os.Lstat(filepath.Join(w.journalDir(), op, "committed"))
-	committed := cerr == nil
+	committed := w.journals().Committed(op)
 	var evidence []string
 	repairs := []Repair{}
 	if len(temps) > 0 {
@@ -243,18 +242,14 @@ func listSome(names []string, n int) string {
 // setAsideJournal moves op's journal into the state root's lost+found and
 // returns where it went.
 func (w *Workspace) setAsideJournal(op string) (string, error) {
-	lf := filepath.Join(w.stateDir, lostFoundName)
-	if err := ensurePrivateDir(w.stateDir, lf); err != nil {
+	if err := ensurePrivateDirAt(w.stateDir, w.state, lostFoundName); err != nil {
 		return "", err
 	}
-	dst := filepath.Join(lf, fmt.Sprintf("journal-%s-%s-%s", w.id, op, w.now().UTC().Format("20060102T150405.000000000Z")))
-	if err := os.Rename(filepath.Join(w.journalDir(), op), dst); err != nil {
+	dst := lostFoundName + "/" + fmt.Sprintf("journal-%s-%s-%s", w.id, op, w.now().UTC().Format("20060102T150405.000000000Z"))
+	if err := w.journals().SetAside(op, dst); err != nil {
 		return "", stateIOError(w.stateDir, "set the journal of "+op+" aside", err)
 	}
-	if err := fsx.SyncDir(w.journalDir()); err != nil {
-		return "", stateIOError(w.stateDir, "set the journal of "+op+" aside", err)
-	}
-	return dst, nil
+	return filepath.Join(w.stateDir, dst), nil
 }
 
 // SetAsideJournal moves the damaged journal of op out of the way (into
@@ -270,12 +265,12 @@ func (w *Workspace) SetAsideJournal(ctx context.Context, op string) (string, err
 	if strings.ContainsAny(op, "/\x00") || op == "" || op == "." || op == ".." {
 		return "", errorf(CodeUsage, "%q is not an op id", op)
 	}
-	_, _, lerr := journal.Load(w.journalDir(), op)
+	_, _, lerr := w.journals().Load(op)
 	switch {
 	case lerr == nil:
 		return "", errorf(CodeUsage, "the journal of %s is sound: 'wtx recover' finishes it (or 'wtx recover --rollback')", op)
 	case errors.Is(lerr, fs.ErrNotExist):
-		if _, err := os.Lstat(filepath.Join(w.journalDir(), op)); err != nil {
+		if !w.journals().Exists(op) {
 			return "", errorf(CodeOpNotFound, "no journal of %s in workspace %s", op, w.path)
 		}
 	case !errors.Is(lerr, journal.ErrCorrupt):
@@ -334,7 +329,7 @@ func (w *Workspace) rollForward(ctx context.Context, j *journal.Journal) (unsett
 		// it is reported, and an apply of it later settles it.
 		unsettled = fmt.Sprintf("%s landed, but its stage %s could not be settled: %v", j.OpID, rec.Op.StageID, err)
 	}
-	if err := journal.Remove(w.journalDir(), j.OpID); err != nil {
+	if err := w.journals().Remove(j.OpID); err != nil {
 		return "", stateIOError(w.stateDir, "remove the finished journal of "+j.OpID, err)
 	}
 	return unsettled, nil

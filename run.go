@@ -328,8 +328,7 @@ func (s *Stage) settleEmpty(ctx context.Context) error {
 	if err := s.settle(ctx, StateEmpty); err != nil {
 		return err
 	}
-	removeStageDir(s.ws.stageDir(s.ID()))
-	return nil
+	return s.ws.removeStageDir(s.ID())
 }
 
 func withoutItem(items []string, drop string) []string {

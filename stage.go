@@ -8,14 +8,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"path/filepath"
 	"regexp"
 	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"github.com/wtx-dev/wtx/internal/failpoint"
@@ -93,12 +91,8 @@ type fileID struct {
 	size, mtime, ctime int64
 }
 
-func fileIDOf(fi os.FileInfo) (fileID, bool) {
-	st, ok := fi.Sys().(*syscall.Stat_t)
-	if !ok {
-		return fileID{}, false
-	}
-	return fileID{ino: uint64(st.Ino), size: fi.Size(), mtime: fi.ModTime().UnixNano(), ctime: ctimeNs(st)}, true
+func fileIDOf(st fsx.Stat) fileID {
+	return fileID{ino: st.Ino, size: st.Size, mtime: st.Mtime, ctime: st.Ctime}
 }
 
 func (w *Workspace) stageFromRow(r state.Stage) (*Stage, error) {
@@ -200,13 +194,13 @@ func (w *Workspace) begin(ctx context.Context, opts BeginOptions) (*Stage, error
 	now := w.now().UTC()
 	id := newID("tx", now)
 	dir := w.stageDir(id)
-	if err := os.Mkdir(dir, 0o700); err != nil {
-		return nil, AsError(err)
+	if err := w.makeStageDir(id); err != nil {
+		return nil, err
 	}
 	ok := false
 	defer func() {
 		if !ok {
-			removeStageDir(dir)
+			_ = w.removeStageDir(id) // said in the log; the staging error is what counts
 		}
 	}()
 	// Staging holds the workspace lock, so the base is never taken from the
@@ -242,8 +236,8 @@ func (w *Workspace) begin(ctx context.Context, opts BeginOptions) (*Stage, error
 				skipped = append(skipped, sk)
 			}
 		}
-		removeStageDir(dir)
-		if err = os.Mkdir(dir, 0o700); err != nil {
+		_ = w.removeStageDir(id) // said in the log; it is made again at once
+		if err = w.makeStageDir(id); err != nil {
 			break
 		}
 		view, m, err = backend.Open(ctx, stage.OpenRequest{
@@ -278,21 +272,19 @@ func (w *Workspace) begin(ctx context.Context, opts BeginOptions) (*Stage, error
 	}
 	view.Close()
 	if at != "" {
-		if err := writeReversed(dir, setBack); err != nil {
-			return nil, AsError(err)
+		if err := w.writeReversed(id, setBack); err != nil {
+			return nil, stateIOError(w.stateDir, "record the paths set back", err)
 		}
 	}
-	if err := writeManifest(dir, m); err != nil {
-		return nil, AsError(err)
+	if err := w.writeManifest(id, m); err != nil {
+		return nil, err
 	}
 	w.noteSize(hintKey, hint, len(m.Entries))
 	// The file's identity is taken before the stage is in the database:
 	// until then no other process can replace it.
 	var kept *openedManifest
-	if fi, err := os.Lstat(manifestPath(dir)); err == nil {
-		if id, ok := fileIDOf(fi); ok {
-			kept = &openedManifest{m: m, id: id}
-		}
+	if st, err := w.state.Lstat(manifestRel(id)); err == nil && st.IsRegular() {
+		kept = &openedManifest{m: m, id: fileIDOf(st)}
 	}
 	cfg := stageConfig{Exclude: exclude.Strings(), Share: share.Strings(), Protect: opts.Protect, Skipped: skipped, RootMode: rootMode, At: at}
 	raw, err := json.Marshal(cfg)
@@ -402,7 +394,12 @@ func sizeHintKey(exclude, share tree.Selectors) string {
 // symlink and never waiting on a FIFO: the lock is held.
 func (w *Workspace) sizeHint(key string) int {
 	var buf [64]byte
-	data, large, err := fsx.ReadSmallFile(filepath.Join(w.workspaceStateDir(), sizeHintName), buf[:])
+	d, err := w.state.OpenDir(w.workspaceRel())
+	if err != nil {
+		return 0
+	}
+	defer d.Close()
+	data, large, err := d.ReadSmallFile(sizeHintName, buf[:])
 	if large != nil {
 		_ = large.Close() // read-only; too long to be a hint
 		return 0
@@ -427,28 +424,43 @@ func (w *Workspace) noteSize(key string, hint, n int) {
 	if hint > 0 && n >= hint-hint/8 && n <= hint+hint/8 {
 		return
 	}
-	_ = fsx.WriteFileAtomic(filepath.Join(w.workspaceStateDir(), sizeHintName), []byte(strconv.Itoa(n)+" "+key+"\n"), 0o600) // a hint: without it the next walk only copies more
+	_ = w.state.WriteFileAtomic(w.workspaceRel()+"/"+sizeHintName, []byte(strconv.Itoa(n)+" "+key+"\n"), 0o600) // a hint: without it the next walk only copies more
 }
 
-func manifestPath(dir string) string { return filepath.Join(dir, "base.manifest") }
+// manifestName is the base manifest's name in a stage's directory.
+const manifestName = "base.manifest"
 
-func writeManifest(dir string, m *tree.Manifest) error {
-	return fsx.WriteAtomic(manifestPath(dir), 0o600, func(w io.Writer) error { return tree.Encode(w, m) })
+func manifestPath(dir string) string { return filepath.Join(dir, manifestName) }
+
+// manifestRel is the base manifest of stage id beneath the state root.
+func manifestRel(id string) string { return stageRel(id) + "/" + manifestName }
+
+// writeManifest writes the base manifest of stage id, atomically.
+func (w *Workspace) writeManifest(id string, m *tree.Manifest) error {
+	err := w.state.WriteAtomic(manifestRel(id), 0o600, func(wr io.Writer) error { return tree.Encode(wr, m) })
+	if err != nil {
+		return stateIOError(w.stateDir, "write the base manifest of stage "+id, err)
+	}
+	return nil
+}
+
+// readManifest reads the base manifest of stage id; a symlink in its
+// place, or on the way to it, is an error, never followed.
+func (w *Workspace) readManifest(id string) ([]byte, error) {
+	return w.state.ReadFile(manifestRel(id))
 }
 
 func (s *Stage) manifest() (*tree.Manifest, error) {
-	path := manifestPath(s.ws.stageDir(s.ID()))
+	rel := manifestRel(s.ID())
 	if o := s.opened.Swap(nil); o != nil {
 		// The one Begin wrote, unless the file was replaced since.
-		if fi, err := os.Lstat(path); err == nil {
-			if id, ok := fileIDOf(fi); ok && id == o.id {
-				return o.m, nil
-			}
+		if st, err := s.ws.state.Lstat(rel); err == nil && st.IsRegular() && fileIDOf(st) == o.id {
+			return o.m, nil
 		}
 	}
-	data, err := os.ReadFile(path)
+	data, err := s.ws.readManifest(s.ID())
 	if err != nil {
-		return nil, AsError(fmt.Errorf("stage %s: read base manifest: %w", s.ID(), err))
+		return nil, stateIOError(s.ws.stateDir, "read the base manifest of stage "+s.ID(), err)
 	}
 	m, err := tree.DecodeTaking(data) // data is not used again
 	if err != nil {
@@ -557,12 +569,49 @@ func (s *Stage) drop(ctx context.Context) error {
 	if err := s.settle(ctx, StateDropped); err != nil {
 		return err
 	}
-	removeStageDir(s.ws.stageDir(s.ID()))
+	return s.ws.removeStageDir(s.ID())
+}
+
+// makeStageDir makes the directory of the new stage id (0700) in the
+// state root.
+func (w *Workspace) makeStageDir(id string) error {
+	d, err := w.state.OpenDir(stagesName)
+	if err != nil {
+		return stateIOError(w.stateDir, "open the stages directory", err)
+	}
+	defer d.Close()
+	if err := d.Mkdir(id, 0o700); err != nil {
+		return stateIOError(w.stateDir, "make the directory of stage "+id, err)
+	}
 	return nil
 }
 
-// removeStageDir deletes a stage directory even where the view holds
-// read-only directories, never following a link its commands left.
-func removeStageDir(dir string) {
-	_ = stage.RemoveTree(dir) // what it leaves, gc finds and removes later
+// stageDirExists reports whether stage id has a directory (or anything of
+// its name) in the state root.
+func (w *Workspace) stageDirExists(id string) bool {
+	_, err := w.state.Lstat(stageRel(id))
+	return err == nil
+}
+
+// stageDiskUsage is the disk the directory of stage id takes (0 when it
+// has none).
+func (w *Workspace) stageDiskUsage(id string) int64 {
+	return diskUsage(w.state, stageRel(id))
+}
+
+// removeStageDir deletes the directory of stage id even where the view
+// holds read-only directories. A symlink in it is removed, never followed;
+// a mount point in it is left in place. A failure is said in the log, and
+// returned as damage (io.corrupt) when the state root holds something wtx
+// did not put there; the caller decides whether it matters.
+func (w *Workspace) removeStageDir(id string) error {
+	err := w.state.RemoveAll(stageRel(id))
+	if err == nil {
+		return nil
+	}
+	w.log.Warn("remove the directory of a stage", "tx", id, "err", err)
+	if isStateDamage(err) {
+		return stateIOError(w.stateDir, "remove the directory of stage "+id, err)
+	}
+	return nil
 }

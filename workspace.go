@@ -16,6 +16,7 @@ import (
 
 	"github.com/wtx-dev/wtx/internal/blob"
 	"github.com/wtx-dev/wtx/internal/failpoint"
+	"github.com/wtx-dev/wtx/internal/fsx"
 	"github.com/wtx-dev/wtx/internal/state"
 )
 
@@ -26,10 +27,13 @@ type Workspace struct {
 	path     string
 	id       string
 	stateDir string
-	db       *state.DB
-	blobs    *blob.Store
-	log      *slog.Logger
-	now      func() time.Time
+	// state is the state root, open: every path of it wtx touches is
+	// resolved beneath this handle, never through a symlink or a mount.
+	state *fsx.Root
+	db    *state.DB
+	blobs *blob.Store
+	log   *slog.Logger
+	now   func() time.Time
 	// onProgress is Options.Progress.
 	onProgress func(Progress)
 	// recovered reports what Open's recovery did, if it ran.
@@ -73,10 +77,21 @@ func Open(ctx context.Context, dir string, opts Options) (*Workspace, error) {
 	if err := checkStateApart(path, stateDir); err != nil {
 		return nil, err
 	}
-	if err := prepareStateRoot(stateDir); err != nil {
+	root, err := openStateRoot(stateDir)
+	if err != nil {
 		return nil, err
 	}
-	if err := checkDatabasePresent(stateDir); err != nil {
+	w, err := openIn(ctx, path, stateDir, root, opts, trust)
+	if err != nil {
+		_ = root.Close() // read-only handle; the error is what counts
+		return nil, err
+	}
+	return w, nil
+}
+
+// openIn is Open once the state root is open and private.
+func openIn(ctx context.Context, path, stateDir string, root *fsx.Root, opts Options, trust trustPolicy) (*Workspace, error) {
+	if err := checkDatabasePresent(stateDir, root); err != nil {
 		return nil, err
 	}
 	// A fresh state root gets its receipt key before its database: from
@@ -84,15 +99,14 @@ func Open(ctx context.Context, dir string, opts Options) (*Workspace, error) {
 	if err := makeFirstKey(stateDir); err != nil {
 		return nil, err
 	}
-	dbPath := filepath.Join(stateDir, dbName)
-	if err := createPrivateFile(stateDir, dbPath); err != nil {
+	if err := createPrivateFileAt(stateDir, root, dbName); err != nil {
 		return nil, err
 	}
-	db, err := state.Open(ctx, dbPath)
+	db, err := state.Open(ctx, filepath.Join(stateDir, dbName))
 	if err != nil {
 		return nil, stateDBError(stateDir, err)
 	}
-	blobs, err := blob.Open(stateDir)
+	blobs, err := blob.OpenIn(root)
 	if err != nil {
 		db.Close()
 		return nil, stateIOError(stateDir, "open the blob store", err)
@@ -100,6 +114,7 @@ func Open(ctx context.Context, dir string, opts Options) (*Workspace, error) {
 	from, found := path, FoundGiven
 	if opts.Discover {
 		if path, found, err = discover(ctx, db, path, stateDir, opts, trust); err != nil {
+			blobs.Close()
 			db.Close()
 			return nil, err
 		}
@@ -111,6 +126,7 @@ func Open(ctx context.Context, dir string, opts Options) (*Workspace, error) {
 		path:     path,
 		id:       workspaceID(path),
 		stateDir: stateDir,
+		state:    root,
 		db:       db,
 		blobs:    blobs,
 		log:      opts.Logger,
@@ -125,39 +141,55 @@ func Open(ctx context.Context, dir string, opts Options) (*Workspace, error) {
 	if w.now == nil {
 		w.now = time.Now
 	}
-	// One directory is one workspace however it is reached (I-006): the
-	// record is found by device and inode first, so a bind mount or
-	// another path shares the lock and the journal.
-	ident := identOf(path)
-	rec, err := db.ResolveWorkspace(ctx, w.id, path, ident, w.now().UTC(), ident == state.Ident{} || failpoint.Disabled("identity"),
-		func(p string) bool { return identOf(p) == ident })
-	if err != nil {
-		db.Close()
-		return nil, stateDBError(stateDir, err)
-	}
-	w.id = rec.ID
-	if err := ensurePrivateDir(stateDir, w.workspaceStateDir()); err != nil {
+	if err := w.resolve(ctx, opts); err != nil {
+		blobs.Close()
 		db.Close()
 		return nil, err
-	}
-	pending, err := w.pendingRecovery()
-	if err != nil {
-		db.Close()
-		return nil, err
-	}
-	if !opts.NoRecover && pending {
-		res, err := w.Recover(ctx, false)
-		if err != nil {
-			db.Close()
-			return nil, err
-		}
-		w.recovered = res
 	}
 	return w, nil
 }
 
-// Close releases the state database.
-func (w *Workspace) Close() error { return w.db.Close() }
+// resolve finds the workspace's record, makes its directory in the state
+// root and runs the recovery Open asks for.
+func (w *Workspace) resolve(ctx context.Context, opts Options) error {
+	// One directory is one workspace however it is reached (I-006): the
+	// record is found by device and inode first, so a bind mount or
+	// another path shares the lock and the journal.
+	ident := identOf(w.path)
+	rec, err := w.db.ResolveWorkspace(ctx, w.id, w.path, ident, w.now().UTC(), ident == state.Ident{} || failpoint.Disabled("identity"),
+		func(p string) bool { return identOf(p) == ident })
+	if err != nil {
+		return stateDBError(w.stateDir, err)
+	}
+	w.id = rec.ID
+	if err := ensurePrivateDirAt(w.stateDir, w.state, w.workspaceRel()); err != nil {
+		return err
+	}
+	pending, err := w.pendingRecovery()
+	if err != nil {
+		return err
+	}
+	if !opts.NoRecover && pending {
+		res, err := w.Recover(ctx, false)
+		if err != nil {
+			return err
+		}
+		w.recovered = res
+	}
+	return nil
+}
+
+// Close releases the state database and the state root.
+func (w *Workspace) Close() error {
+	err := w.db.Close()
+	if w.blobs != nil {
+		err = errors.Join(err, w.blobs.Close())
+	}
+	if w.state != nil {
+		err = errors.Join(err, w.state.Close())
+	}
+	return err
+}
 
 // Path is the workspace's canonical absolute path.
 func (w *Workspace) Path() string { return w.path }
@@ -166,12 +198,18 @@ func (w *Workspace) Path() string { return w.path }
 func (w *Workspace) StateDir() string { return w.stateDir }
 
 func (w *Workspace) workspaceStateDir() string {
-	return filepath.Join(w.stateDir, "workspaces", w.id)
+	return filepath.Join(w.stateDir, workspaceDirs, w.id)
 }
 
+// workspaceRel is workspaceStateDir beneath the state root.
+func (w *Workspace) workspaceRel() string { return workspaceDirs + "/" + w.id }
+
 func (w *Workspace) stageDir(id string) string {
-	return filepath.Join(w.stateDir, "stages", id)
+	return filepath.Join(w.stateDir, stagesName, id)
 }
+
+// stageRel is stageDir beneath the state root.
+func stageRel(id string) string { return stagesName + "/" + id }
 
 // workspaceID is the id a new workspace record gets: a hash of the path it
 // is first opened through. A workspace keeps its id when it is reached

@@ -7,14 +7,16 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/wtx-dev/wtx/internal/fsx"
 	"github.com/wtx-dev/wtx/internal/state"
 )
 
 // StateRoot is a state root opened without a workspace: to list, and
 // collect garbage across, every workspace it holds.
 type StateRoot struct {
-	dir string
-	db  *state.DB
+	dir   string
+	state *fsx.Root
+	db    *state.DB
 }
 
 // OpenStateRoot opens the state root at stateDir (an absolute path). A
@@ -28,7 +30,7 @@ func OpenStateRoot(ctx context.Context, stateDir string) (*StateRoot, error) {
 	if err != nil {
 		return nil, AsError(err)
 	}
-	if err := checkDatabasePresent(dir); err != nil {
+	if err := checkDatabasePresent(dir, nil); err != nil {
 		return nil, err
 	}
 	r := &StateRoot{dir: dir}
@@ -36,14 +38,16 @@ func OpenStateRoot(ctx context.Context, stateDir string) (*StateRoot, error) {
 	if _, err := os.Lstat(p); errors.Is(err, fs.ErrNotExist) {
 		return r, nil
 	}
-	if err := prepareStateRoot(dir); err != nil {
+	root, err := openStateRoot(dir)
+	if err != nil {
 		return nil, err
 	}
 	db, err := state.Open(ctx, p)
 	if err != nil {
+		_ = root.Close() // read-only handle; the database's error is what counts
 		return nil, stateDBError(dir, err)
 	}
-	r.db = db
+	r.db, r.state = db, root
 	return r, nil
 }
 
@@ -55,7 +59,7 @@ func (r *StateRoot) Close() error {
 	if r.db == nil {
 		return nil
 	}
-	return r.db.Close()
+	return errors.Join(r.db.Close(), r.state.Close())
 }
 
 // Workspaces lists every workspace of the state root, by path.
@@ -63,7 +67,7 @@ func (r *StateRoot) Workspaces(ctx context.Context) ([]WorkspaceSummary, error) 
 	if r.db == nil {
 		return []WorkspaceSummary{}, nil
 	}
-	w := &Workspace{stateDir: r.dir, db: r.db}
+	w := &Workspace{stateDir: r.dir, state: r.state, db: r.db}
 	return w.Workspaces(ctx)
 }
 
@@ -107,9 +111,7 @@ func (w *Workspace) Workspaces(ctx context.Context) ([]WorkspaceSummary, error) 
 				s.Open++
 				s.OpenTxs = append(s.OpenTxs, st.ID)
 			}
-			if dir := w.stageDir(st.ID); stageDirExists(dir) {
-				s.Size += diskUsage(dir)
-			}
+			s.Size += w.stageDiskUsage(st.ID)
 		}
 		links, err := w.db.ListOpLinks(ctx, r.ID)
 		if err != nil {

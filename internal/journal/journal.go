@@ -25,10 +25,12 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
-	"os"
+	"path"
 	"path/filepath"
 	"sort"
+	"strings"
 
 	"github.com/wtx-dev/wtx/internal/binenc"
 	"github.com/wtx-dev/wtx/internal/fsx"
@@ -148,55 +150,123 @@ func Decode(data []byte) (*Journal, error) {
 	return j, nil
 }
 
-// Write makes j durable in root/<op-id>/journal: written to a temporary
-// file, synced, renamed into place, and the directories synced. Only after
+// Dir is where the journals of one workspace live: the directory Rel
+// beneath the open state root Root, made by the first Write. Every path
+// beneath it is resolved as fsx resolves one: a symlink or a mount point
+// on the way is an error wrapping fsx.ErrSymlink or fsx.ErrCrossDevice,
+// never followed.
+type Dir struct {
+	Root *fsx.Root
+	Rel  string
+}
+
+// rel joins names to the journal root's rel path.
+func (d Dir) rel(names ...string) string {
+	return path.Join(append([]string{d.Rel}, names...)...)
+}
+
+// Write makes j durable in <op-id>/journal: the op's directory is made
+// (each new directory's entry synced), the journal written to a temporary
+// file, synced, renamed into place, and the directory synced. Only after
 // Write returns may the workspace be touched.
-func Write(root string, j *Journal) error {
-	dir := filepath.Join(root, j.OpID)
-	_, err := os.Lstat(root)
-	fresh := errors.Is(err, fs.ErrNotExist)
-	if err := os.MkdirAll(dir, 0o700); err != nil {
+func (d Dir) Write(j *Journal) error {
+	if err := checkOp(j.OpID); err != nil {
 		return err
 	}
-	if fresh {
-		// The journal root is new: its own entry must be durable too, or a
-		// power cut could lose the whole journal after the workspace changed.
-		if err := fsx.SyncDir(filepath.Dir(root)); err != nil {
-			return err
-		}
-	}
-	if err := fsx.SyncDir(root); err != nil {
+	dir, err := d.Root.MkdirAll(d.rel(j.OpID), 0o700)
+	if err != nil {
 		return err
 	}
-	return fsx.WriteFileAtomic(filepath.Join(dir, journalName), Encode(j), 0o600)
+	defer dir.Close()
+	data := Encode(j)
+	return dir.WriteAtomic(journalName, 0o600, func(w io.Writer) error {
+		_, err := w.Write(data)
+		return err
+	})
+}
+
+// checkOp refuses an op id that is not one path component.
+func checkOp(op string) error {
+	if op == "" || op == "." || op == ".." || strings.ContainsAny(op, "/\x00") {
+		return fmt.Errorf("journal: %q is not an op id", op)
+	}
+	return nil
 }
 
 // Commit writes the committed marker of op and syncs it.
-func Commit(root, op string) error {
-	return fsx.WriteFileAtomic(filepath.Join(root, op, committedName), []byte("committed\n"), 0o600)
-}
-
-// Remove deletes op's journal directory: the op is finished.
-func Remove(root, op string) error {
-	if err := os.RemoveAll(filepath.Join(root, op)); err != nil {
+func (d Dir) Commit(op string) error {
+	if err := checkOp(op); err != nil {
 		return err
 	}
-	return fsx.SyncDir(root)
+	return d.Root.WriteFileAtomic(d.rel(op, committedName), []byte("committed\n"), 0o600)
 }
 
-// Pending lists the op directories under root, oldest name first.
-func Pending(root string) ([]string, error) {
-	ents, err := os.ReadDir(root)
+// Remove deletes op's journal directory: the op is finished. A symlink
+// there is removed, never followed.
+func (d Dir) Remove(op string) error {
+	if err := checkOp(op); err != nil {
+		return err
+	}
+	if err := d.Root.RemoveAll(d.rel(op)); err != nil {
+		return err
+	}
+	return d.sync(d.Rel)
+}
+
+// sync syncs the directory rel beneath the state root.
+func (d Dir) sync(rel string) error {
+	dir, err := d.Root.OpenDir(rel)
+	if err != nil {
+		return err
+	}
+	defer dir.Close()
+	return dir.Sync()
+}
+
+// SetAside moves op's journal directory to the rel path to beneath the
+// state root (whose directory must exist) and syncs both directories.
+func (d Dir) SetAside(op, to string) error {
+	if err := checkOp(op); err != nil {
+		return err
+	}
+	if err := d.Root.Rename(d.rel(op), to); err != nil {
+		return err
+	}
+	if err := d.sync(path.Dir(to)); err != nil {
+		return err
+	}
+	return d.sync(d.Rel)
+}
+
+// Pending lists the op directories of the journal root, oldest name
+// first; a journal root not made yet holds none. A symlink among them is
+// an error wrapping fsx.ErrSymlink: it is no journal of wtx's, and what it
+// points to is not looked at.
+func (d Dir) Pending() ([]string, error) {
+	dir, err := d.Root.OpenDir(d.Rel)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
 	}
 	if err != nil {
 		return nil, err
 	}
+	defer dir.Close()
+	names, err := dir.ReadDir()
+	if err != nil {
+		return nil, err
+	}
 	var out []string
-	for _, e := range ents {
-		if e.IsDir() {
-			out = append(out, e.Name())
+	for _, name := range names {
+		st, err := dir.Lstat(name)
+		switch {
+		case errors.Is(err, fs.ErrNotExist):
+			continue // finished since the listing
+		case err != nil:
+			return nil, err
+		case st.IsSymlink():
+			return nil, &fs.PathError{Op: "journal", Path: d.rel(name), Err: fsx.ErrSymlink}
+		case st.IsDir():
+			out = append(out, name)
 		}
 	}
 	sort.Strings(out)
@@ -205,8 +275,11 @@ func Pending(root string) ([]string, error) {
 
 // Load reads op's journal. A journal that is missing or does not decode is
 // returned as (nil, false, err wrapping ErrCorrupt or fs.ErrNotExist).
-func Load(root, op string) (j *Journal, committed bool, err error) {
-	data, err := os.ReadFile(filepath.Join(root, op, journalName))
+func (d Dir) Load(op string) (j *Journal, committed bool, err error) {
+	if err := checkOp(op); err != nil {
+		return nil, false, err
+	}
+	data, err := d.Root.ReadFile(d.rel(op, journalName))
 	if err != nil {
 		return nil, false, err
 	}
@@ -216,21 +289,85 @@ func Load(root, op string) (j *Journal, committed bool, err error) {
 	}
 	// A marker that cannot be looked at is an error, never "not committed":
 	// rolling back a committed op would undo what was reported done.
-	_, serr := os.Stat(filepath.Join(root, op, committedName))
+	st, serr := d.Root.Lstat(d.rel(op, committedName))
+	if serr == nil && st.IsSymlink() {
+		serr = &fs.PathError{Op: "lstat", Path: d.rel(op, committedName), Err: fsx.ErrSymlink}
+	}
 	if serr != nil && !errors.Is(serr, fs.ErrNotExist) {
 		return nil, false, fmt.Errorf("journal %s: commit marker: %w", op, serr)
 	}
 	return j, serr == nil, nil
 }
 
+// Committed reports whether op's commit marker is there (and is no
+// symlink).
+func (d Dir) Committed(op string) bool {
+	if checkOp(op) != nil {
+		return false
+	}
+	st, err := d.Root.Lstat(d.rel(op, committedName))
+	return err == nil && !st.IsSymlink()
+}
+
+// Exists reports whether op has a journal directory (or anything else of
+// that name) in the journal root.
+func (d Dir) Exists(op string) bool {
+	if checkOp(op) != nil {
+		return false
+	}
+	_, err := d.Root.Lstat(d.rel(op))
+	return err == nil
+}
+
 // Uncommit removes op's commit marker (which may exist although writing it
 // failed), so that recovery rolls the op back rather than forward.
-func Uncommit(root, op string) error {
-	err := os.Remove(filepath.Join(root, op, committedName))
+func (d Dir) Uncommit(op string) error {
+	if err := checkOp(op); err != nil {
+		return err
+	}
+	err := d.Root.Remove(d.rel(op, committedName))
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return err
 	}
-	return fsx.SyncDir(filepath.Join(root, op))
+	return d.sync(d.rel(op))
+}
+
+// Pending is [Dir.Pending] of the journal root at path, for a caller that
+// holds no handle on the state root: path itself is resolved the ordinary
+// way, what lies beneath it as by [Dir].
+func Pending(root string) ([]string, error) {
+	d, done, err := openPath(root)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	defer done()
+	return d.Pending()
+}
+
+// Load is [Dir.Load] of the journal root at path, as for [Pending].
+func Load(root, op string) (*Journal, bool, error) {
+	d, done, err := openPath(root)
+	if err != nil {
+		return nil, false, err
+	}
+	defer done()
+	return d.Load(op)
+}
+
+// openPath opens the journal root at path as a Dir of its own.
+func openPath(root string) (Dir, func(), error) {
+	abs, err := filepath.Abs(root)
+	if err != nil {
+		return Dir{}, nil, err
+	}
+	r, err := fsx.OpenRoot(abs)
+	if err != nil {
+		return Dir{}, nil, err
+	}
+	return Dir{Root: r, Rel: "."}, func() { _ = r.Close() }, nil // read-only handle
 }
 
 func appendStr(b []byte, s string) []byte { return binenc.AppendString(b, s) }
