@@ -307,7 +307,7 @@ func AsError(err error) *Error {
 		code = CodeReadOnly
 	case errors.Is(err, fs.ErrPermission):
 		code = CodePermission
-	case errors.Is(err, blob.ErrCorrupt):
+	case errors.Is(err, blob.ErrCorrupt), errors.Is(err, blob.ErrDamaged):
 		code = CodeCorrupt
 	case errors.Is(err, stage.ErrLinkedSelector):
 		code = CodeBoundary

@@ -98,7 +98,7 @@ func (s *Store) reprefix(h string, old *fsx.Dir, create bool) (*fsx.Dir, error) 
 		}
 	}
 	if err != nil {
-		return nil, damaged(err)
+		return nil, s.damaged(err)
 	}
 	slot.Store(d)
 	if old != nil {
@@ -118,10 +118,10 @@ func (s *Store) inPrefix(h string, create bool, fn func(d *fsx.Dir, name string)
 	}
 	err = fn(d, h[2:])
 	if !errors.Is(err, fs.ErrNotExist) || !gone(d) {
-		return damaged(err)
+		return s.damaged(err)
 	}
 	if d, err = s.reprefix(h, d, create); err != nil {
 		return err
 	}
-	return damaged(fn(d, h[2:]))
+	return s.damaged(fn(d, h[2:]))
 }

@@ -42,7 +42,7 @@ const (
 func (s *Store) Lock(ctx context.Context, mode LockMode, deadline time.Time) (func(), error) {
 	f, err := s.root.OpenFileFlags(lockName, os.O_RDWR|os.O_CREATE, 0o600)
 	if err != nil {
-		return nil, fmt.Errorf("open the blob store lock %s: %w", filepath.Join(s.path, lockName), damaged(err))
+		return nil, fmt.Errorf("open the blob store lock %s: %w", filepath.Join(s.path, lockName), s.damaged(err))
 	}
 	how := unix.LOCK_SH
 	if mode == Exclusive {

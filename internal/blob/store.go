@@ -95,7 +95,7 @@ func OpenIn(r *fsx.Root) (*Store, error) {
 		d, err := subdir(root, sub.name, true)
 		if err != nil {
 			s.Close()
-			return nil, fmt.Errorf("open blob store %s: %w", s.path, damaged(err))
+			return nil, fmt.Errorf("open blob store %s: %w", s.path, s.damaged(err))
 		}
 		sub.p.Store(d)
 	}
@@ -219,11 +219,11 @@ func (s *Store) createTemp() (*os.File, *fsx.Dir, string, error) {
 	f, name, err := t.CreateTemp(tmpPrefix)
 	if errors.Is(err, fs.ErrNotExist) {
 		if t, err = s.top(&s.tmp, tmpDir, t); err != nil {
-			return nil, nil, "", damaged(err)
+			return nil, nil, "", s.damaged(err)
 		}
 		f, name, err = t.CreateTemp(tmpPrefix)
 	}
-	return f, t, name, damaged(err)
+	return f, t, name, s.damaged(err)
 }
 
 // smallBufs holds the buffers small objects are read into: one byte more
@@ -240,12 +240,12 @@ func (s *Store) writeTemp(data []byte) (*fsx.Dir, string, error) {
 	f, name, err := t.CreateTempFile(tmpPrefix, objectPerm)
 	if errors.Is(err, fs.ErrNotExist) {
 		if t, err = s.top(&s.tmp, tmpDir, t); err != nil {
-			return nil, "", damaged(err)
+			return nil, "", s.damaged(err)
 		}
 		f, name, err = t.CreateTempFile(tmpPrefix, objectPerm)
 	}
 	if err != nil {
-		return nil, "", damaged(err)
+		return nil, "", s.damaged(err)
 	}
 	err = f.WriteAt(data, 0)
 	if err == nil && !fsx.ExactPerm(objectPerm) {
@@ -275,7 +275,7 @@ func (s *Store) openSmall(op string, d Digest, buf []byte) (f *fsx.File, data []
 		return err
 	})
 	if err != nil {
-		return nil, nil, missing(op, d, err)
+		return nil, nil, s.missing(op, d, err)
 	}
 	return f, data, nil
 }
@@ -347,7 +347,7 @@ func (s *Store) Stat(d Digest) (fsx.Stat, error) {
 		return err
 	})
 	if err != nil {
-		return fsx.Stat{}, missing("stat", d, err)
+		return fsx.Stat{}, s.missing("stat", d, err)
 	}
 	return st, nil
 }
@@ -367,29 +367,30 @@ func (s *Store) Open(d Digest) (*os.File, error) {
 		return err
 	})
 	if err != nil {
-		return nil, missing("open", d, err)
+		return nil, s.missing("open", d, err)
 	}
 	return f, nil
 }
 
 // missing wraps err, and ErrMissing when err says the object is not there,
 // or ErrDamaged when what is there is not the store's.
-func missing(op string, d Digest, err error) error {
+func (s *Store) missing(op string, d Digest, err error) error {
 	if errors.Is(err, fs.ErrNotExist) {
 		return fmt.Errorf("%s blob %s: %w: %w", op, d, ErrMissing, err)
 	}
-	return fmt.Errorf("%s blob %s: %w", op, d, damaged(err))
+	return fmt.Errorf("%s blob %s: %w", op, d, s.damaged(err))
 }
 
-// damaged wraps ErrDamaged around an error that says an entry of the store
-// is a symlink, a mount point or of the wrong type.
-func damaged(err error) error {
+// damaged wraps ErrDamaged, and the store's path, around an error that
+// says an entry of the store is a symlink, a mount point or of the wrong
+// type.
+func (s *Store) damaged(err error) error {
 	if err == nil || errors.Is(err, ErrDamaged) {
 		return err
 	}
 	if errors.Is(err, fsx.ErrSymlink) || errors.Is(err, fsx.ErrCrossDevice) ||
 		errors.Is(err, fsx.ErrNotDir) || errors.Is(err, fsx.ErrNotRegular) {
-		return fmt.Errorf("%w: %w", ErrDamaged, err)
+		return fmt.Errorf("%w (in %s): %w", ErrDamaged, s.path, err)
 	}
 	return err
 }
@@ -505,7 +506,7 @@ func (s *Store) Remove(d Digest) error {
 	}
 	err = s.inPrefix(h, false, func(pd *fsx.Dir, name string) error { return pd.Unlink(name) })
 	if err != nil {
-		return fmt.Errorf("remove blob %s: %w", d, damaged(err))
+		return fmt.Errorf("remove blob %s: %w", d, s.damaged(err))
 	}
 	return nil
 }
@@ -541,7 +542,7 @@ func (s *Store) walkPrefix(ctx context.Context, p string, fn func(d Digest, size
 		return nil // removed since the listing
 	}
 	if err != nil {
-		return fmt.Errorf("walk blobs %s: %w", where, damaged(err))
+		return fmt.Errorf("walk blobs %s: %w", where, s.damaged(err))
 	}
 	names, err := pd.ReadDir()
 	if err != nil {
