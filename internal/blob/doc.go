@@ -47,6 +47,8 @@
 // The store's directories are opened once, beneath the store's directory,
 // and kept open; an object is reached with one call in its prefix
 // directory, never by its path. A symlink, a mount point or a file of
-// another type where the store keeps its own directory or object is
-// reported ([ErrDamaged]), never followed or replaced.
+// another type where the store keeps its own directory is reported
+// ([ErrDamaged]), never followed or replaced. One in an object's place is
+// reported by every read and never followed; storing that content again
+// renames the object over it, as it heals any damaged object.
 package blob

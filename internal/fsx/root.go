@@ -95,6 +95,14 @@ func (r *Root) Lstat(rel string) (Stat, error) {
 		}
 		return statOf(&st), nil
 	}
+	if path.Dir(rel) == "." {
+		// Directly under the root: no directory to resolve.
+		st, err := lstatAt(r.fd, rel)
+		if err != nil {
+			return Stat{}, &fs.PathError{Op: "lstat", Path: rel, Err: err}
+		}
+		return statOf(&st), nil
+	}
 	d, err := r.OpenDir(path.Dir(rel))
 	if err != nil {
 		return Stat{}, err

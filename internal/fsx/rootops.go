@@ -162,8 +162,9 @@ func (r *Root) WriteFileAtomic(rel string, data []byte, perm fs.FileMode) error 
 // the permission bits perm: a temporary file in rel's directory is
 // written, set to perm, synced, renamed over rel and the directory synced,
 // so that after a crash rel holds either the old or the new content. An
-// error of write leaves rel as it was. A symlink at rel is replaced, never
-// followed; a directory there fails the rename.
+// error of write leaves rel as it was. Only a regular file is replaced: a
+// symlink at rel fails with an error wrapping [ErrSymlink], anything else
+// with [ErrNotRegular], and is left as it is.
 func (r *Root) WriteAtomic(rel string, perm fs.FileMode, write func(io.Writer) error) error {
 	d, name, err := r.parent("write", rel)
 	if err != nil {
@@ -178,6 +179,14 @@ func (d *Dir) WriteAtomic(name string, perm fs.FileMode, write func(io.Writer) e
 	rel, err := d.check("write", name)
 	if err != nil {
 		return err
+	}
+	switch st, err := d.Lstat(name); {
+	case err != nil && !errors.Is(err, fs.ErrNotExist):
+		return err
+	case err == nil && st.IsSymlink() && !follow:
+		return &fs.PathError{Op: "write", Path: rel, Err: errSymlinkNotRegular}
+	case err == nil && !st.IsRegular() && !st.IsSymlink():
+		return &fs.PathError{Op: "write", Path: rel, Err: ErrNotRegular}
 	}
 	prefix := "." + name + ".tmp-"
 	if len(prefix) > MaxNameLen-16 {

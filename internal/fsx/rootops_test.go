@@ -122,24 +122,33 @@ func TestRootOpenFileLastComponent(t *testing.T) {
 	}
 }
 
-// TestRootWriteAtomic checks that WriteAtomic replaces a symlink at rel
-// (never writing its target), writes exactly perm and leaves no temporary
-// file, and that an error of the writer leaves rel as it was.
+// TestRootWriteAtomic checks that WriteAtomic refuses a symlink or a
+// directory at rel (neither writing the link's target nor replacing what
+// is there), writes exactly perm and leaves no temporary file, and that an
+// error of the writer leaves rel as it was.
 func TestRootWriteAtomic(t *testing.T) {
 	f := newFixture(t)
 	mustSymlink(t, filepath.Join(f.canary, "secret"), filepath.Join(f.dir, "a", "b", "link"))
-	if err := f.root.WriteFileAtomic("a/b/link", []byte("mine"), 0o640); err != nil {
-		t.Fatal(err)
+	if err := f.root.WriteFileAtomic("a/b/link", []byte("mine"), 0o640); !errors.Is(err, ErrSymlink) {
+		t.Errorf("WriteFileAtomic over a link = %v, want ErrSymlink", err)
 	}
-	fi, err := os.Lstat(filepath.Join(f.dir, "a/b/link"))
-	if err != nil || !fi.Mode().IsRegular() || fi.Mode().Perm() != 0o640 {
-		t.Fatalf("a/b/link after WriteFileAtomic: %v %v", fi.Mode(), err)
+	if fi, err := os.Lstat(filepath.Join(f.dir, "a/b/link")); err != nil || fi.Mode()&fs.ModeSymlink == 0 {
+		t.Errorf("the link was replaced: %v %v", fi, err)
+	}
+	if err := f.root.WriteFileAtomic("a/b/c", []byte("mine"), 0o640); !errors.Is(err, ErrNotRegular) {
+		t.Errorf("WriteFileAtomic over a directory = %v, want ErrNotRegular", err)
 	}
 	if got := readFile(t, filepath.Join(f.canary, "secret")); got != "canary" {
 		t.Errorf("the link's target was written: %q", got)
 	}
+	if err := f.root.WriteFileAtomic("a/b/new", []byte("mine"), 0o640); err != nil {
+		t.Fatal(err)
+	}
+	if fi, err := os.Lstat(filepath.Join(f.dir, "a/b/new")); err != nil || !fi.Mode().IsRegular() || fi.Mode().Perm() != 0o640 {
+		t.Fatalf("a/b/new after WriteFileAtomic: %v %v", fi, err)
+	}
 	boom := errors.New("boom")
-	err = f.root.WriteAtomic("a/b/file", 0o600, func(w io.Writer) error {
+	err := f.root.WriteAtomic("a/b/file", 0o600, func(w io.Writer) error {
 		_, _ = w.Write([]byte("half")) // the error below is the point
 		return boom
 	})
@@ -154,7 +163,7 @@ func TestRootWriteAtomic(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, n := range names {
-		if n.Name() != "c" && n.Name() != "file" && n.Name() != "link" {
+		if n.Name() != "c" && n.Name() != "file" && n.Name() != "link" && n.Name() != "new" {
 			t.Errorf("left behind: %s", n.Name())
 		}
 	}
