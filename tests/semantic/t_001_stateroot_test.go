@@ -2,6 +2,7 @@ package semantic
 
 import (
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -29,6 +30,10 @@ type stateAttack struct {
 	// exit is the command's exit status on a refusal: 1, or 125 for a
 	// run (whose own failures are told from its command's).
 	exit int
+	// mount, when set, plants a mount point rather than a link: a command
+	// line that bind-mounts out at what plant made, then runs wtx (in a
+	// user and mount namespace of its own).
+	mount func(t *testing.T, out, at string) []string
 }
 
 // replaceWithLink replaces what is at p (if anything) with a symlink to
@@ -137,6 +142,21 @@ var stateAttacks = []stateAttack{
 		args: func(tx string) []string { return []string{"--json", "drop", tx} },
 	},
 	{
+		// A drop removes the stage's directory, which must stop at a
+		// mount point in it (here a bind mount of out, in the view).
+		name:  "drop/mount",
+		setup: func(e *stateEnv) string { return e.stage("printf hello > new.txt") },
+		plant: func(t *testing.T, st, tx, _ string) string {
+			at := filepath.Join(st, "stages", tx, "view", "m")
+			if err := os.Mkdir(at, 0o700); err != nil {
+				t.Fatal(err)
+			}
+			return at
+		},
+		args:  func(tx string) []string { return []string{"--json", "drop", tx} },
+		mount: bindAt,
+	},
+	{
 		// gc removes the objects nothing needs, old enough.
 		name:  "gc/objects",
 		setup: func(e *stateEnv) string { e.must("list"); return "" },
@@ -152,9 +172,11 @@ var stateAttacks = []stateAttack{
 // the journal directory, the workspace lock, a stage's busy lock, a stage
 // directory), pointing outside the state root, is reported as damage
 // (io.corrupt, naming it) by the command that would write through it, and
-// nothing outside changes. The negative control (WTX_DISABLE=nofollow:
-// paths resolved the ordinary way) must let each planted link steer wtx's
-// writes outside, into a directory the test owns.
+// nothing outside changes; so is a mount point in a stage's directory,
+// which a drop must not remove through. The negative control
+// (WTX_DISABLE=nofollow: paths resolved the ordinary way) must let each
+// planted link or mount steer wtx's writes outside, into a directory the
+// test owns.
 func TestT_001_StateRoot(t *testing.T) {
 	bin := wtxtest.Binary(t, true)
 	for _, a := range stateAttacks {
@@ -196,7 +218,11 @@ func runStateAttack(t *testing.T, bin string, a stateAttack, disable bool) {
 	if disable {
 		fp.env = append(fp.env, "WTX_DISABLE=nofollow")
 	}
-	r := fp.run(a.args(tx)...)
+	var prefix []string
+	if a.mount != nil {
+		prefix = a.mount(t, out, link)
+	}
+	r := fp.runIn(e.ws, prefix, a.args(tx)...)
 	after := wtxtest.MustSnapshot(t, out)
 	if disable {
 		if after == before {
@@ -211,7 +237,23 @@ func runStateAttack(t *testing.T, bin string, a stateAttack, disable bool) {
 	if !strings.Contains(got.Error.Message, filepath.ToSlash(rel)) {
 		t.Errorf("the refusal does not name %s: %s", rel, got.Error.Message)
 	}
-	if fi, err := os.Lstat(link); err != nil || fi.Mode()&os.ModeSymlink == 0 {
-		t.Errorf("the planted link was replaced or removed: %v %v", fi, err)
+	if fi, err := os.Lstat(link); err != nil || a.mount == nil && fi.Mode()&os.ModeSymlink == 0 {
+		t.Errorf("what was planted was replaced or removed: %v %v", fi, err)
 	}
+}
+
+// bindAt returns a command prefix under which out is bind-mounted at at (in
+// a private mount namespace, through a user namespace so that an ordinary
+// user can do it), or skips the test where that cannot be done.
+func bindAt(t *testing.T, out, at string) []string {
+	t.Helper()
+	unshare, err := exec.LookPath("unshare")
+	if err != nil {
+		t.Skip("no unshare: cannot make a bind mount here")
+	}
+	script := `mount --bind "$0" "$1" && shift && exec "$@"`
+	if msg, err := exec.Command(unshare, "-rm", "sh", "-c", script, out, at, "true").CombinedOutput(); err != nil {
+		t.Skipf("no user and mount namespace for a bind mount here (%v: %s)", err, msg)
+	}
+	return []string{unshare, "-rm", "sh", "-c", script, out, at}
 }
