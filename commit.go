@@ -88,7 +88,9 @@ func (w *Workspace) commitOp(ctx context.Context, x *executor, rec *opRecord, ch
 		// recovery after a failed rollback rolls back too: a reported
 		// failure must leave no effect.
 		if uerr := w.journals().Uncommit(rec.Op.ID); uerr != nil {
-			return AsError(fmt.Errorf("commit %s: %w; and its marker cannot be removed (%v): run 'wtx recover' to learn whether it landed", rec.Op.ID, err, uerr))
+			e := AsError(fmt.Errorf("commit %s: %w; and its marker cannot be removed (%v): the apply may have landed, and recovery finishes it", rec.Op.ID, err, uerr))
+			e.Repairs = append(e.Repairs, Repair{Action: "recover", Detail: "recover the workspace to learn whether the apply landed", Command: "wtx recover"})
+			return e
 		}
 		if rerr := w.rollback(ctx, j); rerr != nil {
 			return AsError(fmt.Errorf("commit %s: %w; rollback: %v", rec.Op.ID, err, rerr))

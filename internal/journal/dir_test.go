@@ -59,6 +59,26 @@ func TestDirLifecycle(t *testing.T) {
 	if err := d.Remove(j.OpID); err != nil || d.Exists(j.OpID) {
 		t.Fatalf("Remove: %v", err)
 	}
+	if names, err := r.ReadDir("ws/journal"); err != nil || len(names) != 0 {
+		t.Errorf("left in the journal root: %v %v", names, err)
+	}
+	// A removal cut short leaves a directory Pending does not list, and
+	// the next Remove deletes it.
+	if err := d.Write(j); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Rename("ws/journal/"+j.OpID, "ws/journal/"+gonePrefix+j.OpID); err != nil {
+		t.Fatal(err)
+	}
+	if ops, err := d.Pending(); err != nil || len(ops) != 0 {
+		t.Errorf("Pending lists a removed journal: %v %v", ops, err)
+	}
+	if err := d.Remove("op-other"); err != nil {
+		t.Fatal(err)
+	}
+	if names, err := r.ReadDir("ws/journal"); err != nil || len(names) != 0 {
+		t.Errorf("left in the journal root after the next Remove: %v %v", names, err)
+	}
 	if err := d.Write(&Journal{OpID: "../x"}); err == nil {
 		t.Error("an op id with a slash was written")
 	}

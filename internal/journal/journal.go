@@ -201,16 +201,48 @@ func (d Dir) Commit(op string) error {
 	return d.Root.WriteFileAtomic(d.rel(op, committedName), []byte("committed\n"), 0o600)
 }
 
-// Remove deletes op's journal directory: the op is finished. A symlink
-// there is removed, never followed.
+// gonePrefix marks an op's directory that Remove took out of the journal
+// root's list before deleting it.
+const gonePrefix = ".gone-"
+
+// Remove deletes op's journal directory: the op is finished. The directory
+// leaves the list of pending journals in one step (a rename to a name
+// Pending skips, synced), so that no failure or kill part way through the
+// deletion can leave a journal without its commit marker (which recovery
+// would roll back) or a marker without its journal. What the deletion
+// leaves is deleted by a later Remove. A symlink there is removed, never
+// followed.
 func (d Dir) Remove(op string) error {
 	if err := checkOp(op); err != nil {
 		return err
 	}
-	if err := d.Root.RemoveAll(d.rel(op)); err != nil {
+	err := d.Root.Rename(d.rel(op), d.rel(gonePrefix+op))
+	if errors.Is(err, fs.ErrNotExist) {
+		d.sweep()
+		return nil
+	}
+	if err != nil {
 		return err
 	}
-	return d.sync(d.Rel)
+	if err := d.sync(d.Rel); err != nil {
+		return err
+	}
+	d.sweep()
+	return nil
+}
+
+// sweep deletes what Remove took out of the list of pending journals. A
+// failure leaves it for the next one: it is no journal any more.
+func (d Dir) sweep() {
+	names, err := d.Root.ReadDir(d.Rel)
+	if err != nil {
+		return
+	}
+	for _, name := range names {
+		if strings.HasPrefix(name, gonePrefix) {
+			_ = d.Root.RemoveAll(d.rel(name)) // see above
+		}
+	}
 }
 
 // sync syncs the directory rel beneath the state root.
@@ -239,7 +271,8 @@ func (d Dir) SetAside(op, to string) error {
 }
 
 // Pending lists the op directories of the journal root, oldest name
-// first; a journal root not made yet holds none. A symlink among them is
+// first; a journal root not made yet holds none, and a directory Remove
+// took out of the list is none. A symlink among them is
 // an error wrapping fsx.ErrSymlink: it is no journal of wtx's, and what it
 // points to is not looked at.
 func (d Dir) Pending() ([]string, error) {
@@ -263,6 +296,8 @@ func (d Dir) Pending() ([]string, error) {
 			continue // finished since the listing
 		case err != nil:
 			return nil, err
+		case strings.HasPrefix(name, gonePrefix):
+			continue // finished, being deleted
 		case st.IsSymlink():
 			return nil, &fs.PathError{Op: "journal", Path: d.rel(name), Err: fsx.ErrSymlink}
 		case st.IsDir():
