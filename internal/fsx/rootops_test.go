@@ -244,26 +244,6 @@ func TestRootRemoveAll(t *testing.T) {
 	})
 }
 
-// TestRootRemoveAllMount checks that RemoveAll stops at a mount point: what
-// is mounted there stays, and so does the way to it.
-func TestRootRemoveAllMount(t *testing.T) {
-	f := newFixture(t)
-	mnt := filepath.Join(f.dir, "x", "m")
-	mustMkdir(t, mnt)
-	mustWrite(t, filepath.Join(f.dir, "x", "other"), "o", 0o600)
-	mountOrSkip(t, "tmpfs", mnt, "tmpfs", 0)
-	mustWrite(t, filepath.Join(mnt, "kept"), "kept", 0o600)
-	if err := f.root.RemoveAll("x"); !errors.Is(err, ErrCrossDevice) {
-		t.Fatalf("RemoveAll across a mount = %v, want ErrCrossDevice", err)
-	}
-	if got := readFile(t, filepath.Join(mnt, "kept")); got != "kept" {
-		t.Errorf("the mounted file: %q", got)
-	}
-	if _, err := os.Lstat(filepath.Join(f.dir, "x", "other")); !errors.Is(err, fs.ErrNotExist) {
-		t.Errorf("what is beside the mount was not removed: %v", err)
-	}
-}
-
 // TestRootRenameRemoveChmod checks the single-entry methods on a symlink
 // at rel: Rename and Remove act on the link, Chmod refuses it.
 func TestRootRenameRemoveChmod(t *testing.T) {
