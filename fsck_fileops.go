@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/wtx-dev/wtx/internal/fsx"
 	"github.com/wtx-dev/wtx/internal/quote"
 	"github.com/wtx-dev/wtx/internal/state"
 )
@@ -39,7 +40,13 @@ func (fk *fsck) fileOps(db *state.DB, ws state.Workspace, s state.Stage) {
 	if err != nil {
 		return // objects() reports the store
 	}
-	w := &Workspace{path: ws.Path, id: ws.ID, stateDir: fk.dir, db: db, blobs: blobs, log: slog.New(slog.DiscardHandler), now: time.Now}
+	defer blobs.Close()
+	root, err := fsx.OpenRoot(fk.dir)
+	if err != nil {
+		return // modes() reports the state root
+	}
+	defer root.Close()
+	w := &Workspace{path: ws.Path, id: ws.ID, stateDir: fk.dir, state: root, db: db, blobs: blobs, log: slog.New(slog.DiscardHandler), now: time.Now}
 	st, err := w.stageFromRow(s)
 	if err != nil {
 		return // records() reports a stage record that does not decode
