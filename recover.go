@@ -66,6 +66,9 @@ func (w *Workspace) Recover(ctx context.Context, keepExternal bool) (*RecoverRes
 // pendingRecovery reports whether an interrupted op waits for recovery. A
 // journal directory that cannot be read is an error, not "nothing pending".
 func (w *Workspace) pendingRecovery() (bool, error) {
+	// What a finished op's journal left when its deletion was cut short
+	// goes first: it is no journal any more.
+	w.journals().Sweep()
 	ops, err := w.journals().Pending()
 	if err != nil {
 		return false, stateIOError(w.stateDir, "read the journals", err)

@@ -210,15 +210,15 @@ const gonePrefix = ".gone-"
 // Pending skips, synced), so that no failure or kill part way through the
 // deletion can leave a journal without its commit marker (which recovery
 // would roll back) or a marker without its journal. What the deletion
-// leaves is deleted by a later Remove. A symlink there is removed, never
-// followed.
+// leaves is deleted by a later Remove or Sweep. A symlink there is
+// removed, never followed.
 func (d Dir) Remove(op string) error {
 	if err := checkOp(op); err != nil {
 		return err
 	}
 	err := d.Root.Rename(d.rel(op), d.rel(gonePrefix+op))
 	if errors.Is(err, fs.ErrNotExist) {
-		d.sweep()
+		d.Sweep()
 		return nil
 	}
 	if err != nil {
@@ -227,13 +227,14 @@ func (d Dir) Remove(op string) error {
 	if err := d.sync(d.Rel); err != nil {
 		return err
 	}
-	d.sweep()
+	d.Sweep()
 	return nil
 }
 
-// sweep deletes what Remove took out of the list of pending journals. A
-// failure leaves it for the next one: it is no journal any more.
-func (d Dir) sweep() {
+// Sweep deletes what Remove took out of the list of pending journals and
+// did not finish deleting (it failed, or a crash cut it short). A failure
+// leaves it for a later Sweep: it is no journal any more.
+func (d Dir) Sweep() {
 	names, err := d.Root.ReadDir(d.Rel)
 	if err != nil {
 		return
