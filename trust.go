@@ -77,28 +77,39 @@ func LoadTrust(stateDir string) ([]TrustedKey, error) {
 // maxTrustFile bounds the trust file wtx reads.
 const maxTrustFile = 1 << 20
 
-// readTrustFile reads the trust file at p: nil when there is none. It
-// must be a regular file of the caller's (not a link, not a FIFO).
+// readTrustFile reads the trust file of stateDir, reached beneath the
+// state root's handle: nil when there is none. It must be a regular file
+// of the caller's (not a link, not a FIFO).
 func readTrustFile(stateDir, p string) ([]byte, error) {
-	f, err := os.OpenFile(p, os.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK, 0)
+	root, err := fsx.OpenRoot(stateDir)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
 	}
 	if err != nil {
-		if fi, lerr := os.Lstat(p); lerr == nil && fi.Mode()&fs.ModeSymlink != 0 {
-			return nil, unsafeState(p, fi, "is a symbolic link")
+		return nil, stateIOError(stateDir, "open the state root", err)
+	}
+	defer root.Close()
+	f, err := root.OpenFile(trustFileName, os.O_RDONLY, 0)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		if st, lerr := root.Lstat(trustFileName); lerr == nil {
+			switch {
+			case st.IsSymlink():
+				return nil, unsafeState(p, st, "is a symbolic link")
+			case !st.IsRegular():
+				return nil, unsafeState(p, st, "is not a regular file")
+			}
 		}
 		return nil, stateIOError(stateDir, "read the trust file", err)
 	}
 	defer f.Close()
-	fi, err := f.Stat()
+	st, err := fsx.StatOfFile(f)
 	if err != nil {
 		return nil, stateIOError(stateDir, "read the trust file", err)
 	}
-	if !fi.Mode().IsRegular() {
-		return nil, unsafeState(p, fi, "is not a regular file")
-	}
-	if err := tighten(stateDir, p, fi, privateFilePerm); err != nil {
+	if err := tighten(stateDir, root, trustFileName, st, privateFilePerm); err != nil {
 		return nil, err
 	}
 	data, err := io.ReadAll(io.LimitReader(f, maxTrustFile+1))
@@ -295,7 +306,12 @@ func editTrust(stateDir string, edit func([]TrustedKey) ([]TrustedKey, error)) e
 		}
 		b.WriteByte('\n')
 	}
-	if err := fsx.WriteFileAtomic(TrustFilePath(stateDir), b.Bytes(), privateFilePerm); err != nil {
+	root, err := fsx.OpenRoot(stateDir)
+	if err != nil {
+		return stateIOError(stateDir, "open the state root", err)
+	}
+	defer root.Close()
+	if err := root.WriteFileAtomic(trustFileName, b.Bytes(), privateFilePerm); err != nil {
 		return stateIOError(stateDir, "write the trust file", err)
 	}
 	return nil

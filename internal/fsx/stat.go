@@ -4,6 +4,7 @@ package fsx
 
 import (
 	"io/fs"
+	"os"
 
 	"golang.org/x/sys/unix"
 )
@@ -128,4 +129,13 @@ func openAt(dirfd int, name string, flags int, mode uint32) (int, error) {
 			return fd, err
 		}
 	}
+}
+
+// StatOfFile is the stat record of the open file f.
+func StatOfFile(f *os.File) (Stat, error) {
+	var st unix.Stat_t
+	if err := ignoringEINTR(func() error { return unix.Fstat(int(f.Fd()), &st) }); err != nil {
+		return Stat{}, &fs.PathError{Op: "fstat", Path: f.Name(), Err: err}
+	}
+	return statOf(&st), nil
 }
