@@ -127,15 +127,39 @@ func (l *LoopFS) Unmount() error {
 	if out, err := exec.Command("umount", l.Dir).CombinedOutput(); err != nil {
 		return fmt.Errorf("umount %s: %v: %s", l.Dir, err, out)
 	}
+	// The namespaces that hold it are other tests' commands (this
+	// package's or another package's run at the same time), which end on
+	// their own; the bound only keeps a leak from hanging the suite.
 	alive := filepath.Join("/sys/fs", l.Type, filepath.Base(l.dev))
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+	for deadline := time.Now().Add(2 * time.Minute); ; time.Sleep(5 * time.Millisecond) {
 		if _, err := os.Stat(alive); errors.Is(err, fs.ErrNotExist) {
 			return nil
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("umount %s: %s is still mounted in another mount namespace", l.Dir, l.dev)
+			return fmt.Errorf("umount %s: %s is still mounted in another mount namespace (held by %s)", l.Dir, l.dev, holdersOf(l.dev))
 		}
 	}
+}
+
+// holdersOf names the processes whose mount namespace still holds dev.
+func holdersOf(dev string) string {
+	var who []string
+	procs, _ := os.ReadDir("/proc") // no /proc: no names
+	for _, p := range procs {
+		raw, err := os.ReadFile(filepath.Join("/proc", p.Name(), "mountinfo"))
+		if err != nil || !strings.Contains(string(raw), " "+dev+" ") {
+			continue
+		}
+		comm, _ := os.ReadFile(filepath.Join("/proc", p.Name(), "comm")) // gone since: the pid alone
+		who = append(who, p.Name()+" "+strings.TrimSpace(string(comm)))
+		if len(who) == 8 {
+			break
+		}
+	}
+	if len(who) == 0 {
+		return "no process found"
+	}
+	return strings.Join(who, ", ")
 }
 
 // Shutdown stops the filesystem as a power cut would (see Shutdown).
