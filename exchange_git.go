@@ -405,14 +405,26 @@ func gitCheckTree(ctx context.Context, dir, parent, commit, prefix string, b *bu
 		named[b.Entries[i].Path] = true
 	}
 	fields := bytes.Split(bytes.TrimSuffix(out, []byte{0}), []byte{0})
+	seen := make(map[string]bool, len(fields)/2)
 	for i := 0; i+1 < len(fields); i += 2 {
 		p := string(fields[i+1])
 		rel, ok := strings.CutPrefix(p, prefix)
 		if !ok || !named[rel] {
 			return &Error{Code: CodeCorrupt, Message: fmt.Sprintf("refusing commit %s: its tree changes %q, which its change set does not name", commit, p)}
 		}
+		if seen[p] {
+			return gitTwiceError(commit, p)
+		}
+		seen[p] = true
 	}
 	return nil
+}
+
+// gitTwiceError refuses a commit whose tree holds one path twice: git
+// shows and checks out one of the two entries, so the change set cannot
+// be both what git shows and what it lists.
+func gitTwiceError(commit, p string) error {
+	return &Error{Code: CodeCorrupt, Message: fmt.Sprintf("refusing commit %s: its tree, or its parent's, holds %q twice, which git never writes: what git shows of it is not one change set", commit, p)}
 }
 
 // gitObject is one entry of git ls-tree.
@@ -511,6 +523,9 @@ func gitLsTree(ctx context.Context, dir, rev string, paths []string) (map[string
 			f := strings.Fields(string(meta))
 			if !ok || len(f) != 3 {
 				return nil, errorf(CodeInternal, "git ls-tree: unexpected output %q", rec)
+			}
+			if _, twice := found[string(p)]; twice && !failpoint.Disabled("git-tree-check") {
+				return nil, gitTwiceError(rev, string(p))
 			}
 			found[string(p)] = gitObject{f[0], f[1], f[2]}
 		}
