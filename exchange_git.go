@@ -9,6 +9,7 @@ import (
 	"io"
 	"math/rand/v2"
 	"os/exec"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -222,8 +223,9 @@ func gitMessage(s *Stage, cs *ChangeSet, meta *bundle.Bundle, enc []byte) string
 	if s.Name() != "" {
 		who = s.Name() + " (" + s.ID() + ")"
 	}
-	fmt.Fprintf(&m, "wtx: change set of %s\n\n%d added, %d modified, %d deleted. Import it with\n'wtx import --git REF': the apply there is refused wherever the workspace\nno longer holds the base recorded below.\n\n",
-		who, cs.Counts.Added, cs.Counts.Modified, cs.Counts.Deleted)
+	c := tree.Count(meta.Changes())
+	fmt.Fprintf(&m, "wtx: change set of %s\n\n"+gitCountsLine+" Import it with\n'wtx import --git REF': the apply there is refused wherever the workspace\nno longer holds the base recorded below.\n\n",
+		who, c.Added, c.Modified, c.Deleted)
 	m.WriteString(gitBundleBegin + "\n")
 	b64 := base64.StdEncoding.EncodeToString(enc)
 	for len(b64) > 76 {
@@ -234,13 +236,60 @@ func gitMessage(s *Stage, cs *ChangeSet, meta *bundle.Bundle, enc []byte) string
 		m.WriteString(b64 + "\n")
 	}
 	m.WriteString(gitBundleEnd + "\n\n")
-	fmt.Fprintf(&m, "Wtx-Stage: %s\nWtx-Changeset: %s\nWtx-Base: %s\n", s.ID(), cs.Digest, meta.Origin.BaseDigest)
-	for _, body := range meta.Receipts {
-		if r, err := receiptContent(body); err == nil {
-			fmt.Fprintf(&m, "Wtx-Receipt: %s %s %s\n", r.ID, r.Kind, r.Digest)
-		}
+	for _, t := range gitTrailers(meta) {
+		m.WriteString(t + "\n")
 	}
 	return m.String()
+}
+
+// gitCountsLine is how a git export's message says what its change set
+// counts.
+const gitCountsLine = "%d added, %d modified, %d deleted."
+
+// gitTrailers are the lines a git export's message ends with: the stage,
+// the change set, its base and each receipt, as b carries them.
+func gitTrailers(b *bundle.Bundle) []string {
+	out := []string{"Wtx-Stage: " + b.Origin.Stage, "Wtx-Changeset: " + b.Origin.ChangesetDigest, "Wtx-Base: " + b.Origin.BaseDigest}
+	for _, body := range b.Receipts {
+		if r, err := receiptContent(body); err == nil {
+			out = append(out, fmt.Sprintf("Wtx-Receipt: %s %s %s", r.ID, r.Kind, r.Digest))
+		}
+	}
+	return out
+}
+
+// gitMessageSays refuses a commit whose message, outside its change set,
+// says something else than the change set does: the counts git log shows
+// or a Wtx- trailer that is not the change set's own, or that lacks one of
+// them. The change set is what wtx imports; what a person reads of the
+// commit must be the same change set.
+func gitMessageSays(head, tail []byte, b *bundle.Bundle) error {
+	if failpoint.Disabled("git-message-check") {
+		return nil // negative control of T-005
+	}
+	c := tree.Count(b.Changes())
+	for line := range bytes.SplitSeq(head, []byte("\n")) {
+		var a, m, d int
+		if n, _ := fmt.Sscanf(string(line), gitCountsLine, &a, &m, &d); n == 3 && (a != c.Added || m != c.Modified || d != c.Deleted) {
+			return fmt.Errorf("its message says %q, and its change set holds %d added, %d modified, %d deleted", line, c.Added, c.Modified, c.Deleted)
+		}
+	}
+	want := gitTrailers(b)
+	got := map[string]bool{}
+	for line := range bytes.SplitSeq(tail, []byte("\n")) {
+		if l := string(line); strings.HasPrefix(l, "Wtx-") {
+			if !slices.Contains(want, l) {
+				return fmt.Errorf("its message says %q, which its change set does not", l)
+			}
+			got[l] = true
+		}
+	}
+	for _, l := range want {
+		if !got[l] {
+			return fmt.Errorf("its message lacks %q, which its change set says", l)
+		}
+	}
+	return nil
 }
 
 // gitIdent is the committer of a git export: git's own when configured,
@@ -371,7 +420,7 @@ func (w *Workspace) gitChangeSet(ctx context.Context, ref string) (commit, paren
 	if len(parents) != 1 {
 		return "", "", nil, corrupt("it has %d parents, so it was not written by wtx export --git (one, the commit it was made on)", len(parents))
 	}
-	_, rest, ok1 := bytes.Cut(msg, []byte(gitBundleBegin+"\n"))
+	head, rest, ok1 := bytes.Cut(msg, []byte(gitBundleBegin+"\n"))
 	enc, rest, ok2 := bytes.Cut(rest, []byte(gitBundleEnd+"\n"))
 	if !ok1 || !ok2 || bytes.Contains(rest, []byte(gitBundleBegin)) {
 		return "", "", nil, corrupt("its message carries no change set (or more than one), so it was not written by wtx export --git")
@@ -385,6 +434,9 @@ func (w *Workspace) gitChangeSet(ctx context.Context, ref string) (commit, paren
 	}
 	if b.Flags&bundle.FlagContentElsewhere == 0 {
 		return "", "", nil, corrupt("its change set says it carries content, which a commit's message never does")
+	}
+	if err := gitMessageSays(head, rest, b); err != nil {
+		return "", "", nil, corrupt("%v", err)
 	}
 	return commit, parents[0], b, nil
 }

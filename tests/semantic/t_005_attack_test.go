@@ -130,3 +130,88 @@ func TestT_005_AttackGitTreeNamesAPathTwiceNegativeControl(t *testing.T) {
 		t.Fatalf("negative control: taken %v, README %q", taken, landed)
 	}
 }
+
+// t005GitMessage crafts, from A's export of a stage that modifies README
+// and deletes src/util.go, commits of the genuine tree on the genuine
+// parent whose message, outside the change set, says something else:
+// fewer deletions in the counts git log shows, another change set in the
+// Wtx-Changeset trailer, a receipt's trailer left out. B fetches and
+// imports each; it returns the ones B took.
+func t005GitMessage(t *testing.T, failpoints bool, env []string) (taken []string) {
+	a, b, hub := twoMachines(t, failpoints)
+	b.env = env
+	var run struct {
+		Tx string `json:"tx"`
+	}
+	a.answer(a.ok(nil, "--json", "run", "--", "sh", "-c", "printf 'reviewed\\n' > README; rm src/util.go"), &run)
+	a.ok(nil, "export", run.Tx, "--git", "--ref", "refs/wtx/fix")
+	base := strings.TrimSpace(gitCmd(t, a.ws, "rev-parse", "HEAD"))
+	tree := strings.TrimSpace(gitCmd(t, a.ws, "rev-parse", "refs/wtx/fix^{tree}"))
+	msg := gitCmd(t, a.ws, "log", "-1", "--format=%B", "refs/wtx/fix")
+	cs := a.digest(run.Tx)
+	lies := map[string]func(string) string{
+		"counts": func(m string) string {
+			return strings.Replace(m, "0 added, 1 modified, 1 deleted.", "0 added, 1 modified, 0 deleted.", 1)
+		},
+		"changeset": func(m string) string {
+			return strings.Replace(m, "Wtx-Changeset: "+cs, "Wtx-Changeset: "+string(blob.Sum([]byte("reviewed elsewhere"))), 1)
+		},
+		"receipt": func(m string) string {
+			i := strings.Index(m, "Wtx-Receipt: ")
+			j := strings.IndexByte(m[i:], '\n')
+			return m[:i] + m[i+j+1:]
+		},
+	}
+	refs := []string{}
+	for name, lie := range lies {
+		m := lie(msg)
+		if m == msg {
+			t.Fatalf("%s: the lie changed nothing in the message:\n%s", name, msg)
+		}
+		ref := "refs/wtx/" + name
+		gitCmd(t, a.ws, "update-ref", ref, commitTree(t, a.ws, tree, base, []byte(m)))
+		refs = append(refs, ref)
+	}
+	gitCmd(t, a.ws, "push", "-q", hub, "refs/wtx/*:refs/wtx/*")
+	gitCmd(t, b.ws, "fetch", "-q", hub, "refs/wtx/*:refs/wtx/*")
+	var imp importAnswer
+	b.answer(b.ok(nil, "--json", "import", "--git", "refs/wtx/fix"), &imp)
+	if imp.ChangesetDigest != cs {
+		t.Fatalf("the genuine commit imported as %s; A's change set is %s", imp.ChangesetDigest, cs)
+	}
+	b.ok(nil, "drop", "--all")
+	for _, ref := range refs {
+		r := b.wtx(nil, "--json", "import", "--git", ref)
+		if r.code == 0 {
+			taken = append(taken, ref)
+			b.answer(r, &imp)
+			b.ok(nil, "drop", imp.Tx)
+			continue
+		}
+		if code := errCode(t, r); code != "io.corrupt" {
+			t.Fatalf("%s: exit %d code %q, want io.corrupt\n%s%s", ref, r.code, code, r.stdout, r.stderr)
+		}
+	}
+	return taken
+}
+
+// TestT_005_AttackGitMessageSaysOtherwise: a commit of the genuine tree
+// on the genuine parent, whose message says other counts than its change
+// set, names another change set in its Wtx-Changeset trailer or leaves a
+// receipt's trailer out, is refused on import as io.corrupt: what a
+// person reads of the commit in git log is the change set wtx imports.
+func TestT_005_AttackGitMessageSaysOtherwise(t *testing.T) {
+	t.Parallel()
+	if taken := t005GitMessage(t, false, nil); len(taken) > 0 {
+		t.Fatalf("B imported commits whose message says otherwise: %q", taken)
+	}
+}
+
+// TestT_005_AttackGitMessageSaysOtherwiseNegativeControl: without the
+// check (WTX_DISABLE=git-message-check) every such commit imports.
+func TestT_005_AttackGitMessageSaysOtherwiseNegativeControl(t *testing.T) {
+	t.Parallel()
+	if taken := t005GitMessage(t, true, []string{"WTX_DISABLE=git-message-check"}); len(taken) != 3 {
+		t.Fatalf("negative control: only %q imported", taken)
+	}
+}
