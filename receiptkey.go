@@ -37,8 +37,11 @@ import (
 const (
 	keyringDirName  = "public"
 	setAsideDirName = "set-aside"
-	keyTempPrefix   = ".new-key-"
-	keyMaxSize      = 16 << 10
+	// retiredDirName holds the public halves of the keys NewReceiptKey
+	// replaced: they still verify old receipts, and never sign again.
+	retiredDirName = "retired"
+	keyTempPrefix  = ".new-key-"
+	keyMaxSize     = 16 << 10
 )
 
 // Repair actions for the receipt key.
@@ -182,7 +185,42 @@ func readReceiptKey(stateDir string) (ed25519.PrivateKey, error) {
 		return nil, &keyError{problem: keyDamaged, path: p,
 			why: fmt.Sprintf("holds key %s, which is none this state root has had (keys/public): the file was changed or put there from elsewhere", KeyID(priv.Public().(ed25519.PublicKey)))}
 	}
+	if retired(keys, priv.Public().(ed25519.PublicKey)) {
+		return nil, &keyError{problem: keyDamaged, path: p,
+			why: fmt.Sprintf("holds key %s, which a new receipt key replaced (keys/retired): an old key put back, from a backup made before the new one or by someone who kept it, never signs again", KeyID(priv.Public().(ed25519.PublicKey)))}
+	}
 	return priv, nil
+}
+
+// retired reports whether NewReceiptKey replaced pub: its public half is
+// in keys/retired of the open keys directory.
+func retired(keys *fsx.Dir, pub ed25519.PublicKey) bool {
+	if failpoint.Disabled("receipt-key-retired") {
+		return false // negative control of T-006
+	}
+	d, err := keys.OpenDir(retiredDirName)
+	if err != nil {
+		return false // none retired (or nothing readable there, which fsck reports with the key's directory)
+	}
+	defer d.Close()
+	got, why := readKeyringEntry(d, keyringName(pub))
+	return why == "" && got.Equal(pub)
+}
+
+// retireKey puts pub into keys/retired of the open keys directory.
+func retireKey(keys *fsx.Dir, pub ed25519.PublicKey) error {
+	if err := keys.Mkdir(retiredDirName, privateDirPerm); err != nil && !errors.Is(err, fs.ErrExist) {
+		return err
+	}
+	d, err := keys.OpenDir(retiredDirName)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	if err := writePrivate(d, keyringName(pub), PublicKeyPEM(pub), true); err != nil {
+		return err
+	}
+	return keys.Sync()
 }
 
 // readKeyIn reads the key file of the open keys directory (p names it in
@@ -477,10 +515,11 @@ func NewReceiptKey(stateDir string) (*KeyChange, error) {
 	defer root.Close()
 	defer keys.Close()
 	ch := &KeyChange{}
-	if old, err := readReceiptKey(stateDir); err == nil {
-		pub := old.Public().(ed25519.PublicKey)
-		ch.Replaced = KeyID(pub)
-		if err := keepPublic(keys, pub); err != nil {
+	var old ed25519.PublicKey
+	if priv, err := readReceiptKey(stateDir); err == nil {
+		old = priv.Public().(ed25519.PublicKey)
+		ch.Replaced = KeyID(old)
+		if err := keepPublic(keys, old); err != nil {
 			return nil, stateIOError(stateDir, "keep the old key's public half", err)
 		}
 	}
@@ -491,6 +530,11 @@ func NewReceiptKey(stateDir string) (*KeyChange, error) {
 	pub := priv.Public().(ed25519.PublicKey)
 	if err := keepPublic(keys, pub); err != nil {
 		return nil, stateIOError(stateDir, "keep the new key's public half", err)
+	}
+	if old != nil {
+		if err := retireKey(keys, old); err != nil {
+			return nil, stateIOError(stateDir, "retire the old key", err)
+		}
 	}
 	if ch.SetAside, err = setAsideKey(stateDir, keys); err != nil {
 		return nil, err
