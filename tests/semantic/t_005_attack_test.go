@@ -10,6 +10,7 @@ import (
 
 	"github.com/wtx-dev/wtx/internal/blob"
 	"github.com/wtx-dev/wtx/internal/bundle"
+	"github.com/wtx-dev/wtx/internal/tree"
 )
 
 // twiceTree is the tree of rev with its top-level entry name given twice:
@@ -60,7 +61,7 @@ func twiceTree(t *testing.T, dir, rev, name, shown, listed string) string {
 // 'git show C:README' and a checkout give), then another, which the
 // change set in its message lists (unsigned). B fetches and imports it;
 // it returns whether the import was taken and, then, what its apply
-// wrote to README.
+// wrote to README (when refused, the answer).
 func t005GitTwice(t *testing.T, failpoints bool, env []string) (taken bool, landed string) {
 	a, b, hub := twoMachines(t, failpoints)
 	b.env = env
@@ -71,6 +72,7 @@ func t005GitTwice(t *testing.T, failpoints bool, env []string) (taken bool, land
 	a.ok(nil, "export", run.Tx, "--git", "--ref", "refs/wtx/fix")
 	base := strings.TrimSpace(gitCmd(t, a.ws, "rev-parse", "HEAD"))
 	const listed = "listed, not shown\n"
+	var digest string
 	msg := resealMessage(t, []byte(gitCmd(t, a.ws, "log", "-1", "--format=%B", "refs/wtx/fix")), func(fb *bundle.Bundle) {
 		for i := range fb.Entries {
 			if e := &fb.Entries[i]; e.Path == "README" {
@@ -80,7 +82,21 @@ func t005GitTwice(t *testing.T, failpoints bool, env []string) (taken bool, land
 			}
 		}
 		fb.Receipts, fb.Keys = nil, nil
+		digest = tree.ChangesetDigest(fb.Changes())
 	})
+	// The message's trailers say what the forged change set holds, as a
+	// careful forger writes them.
+	var lines []string
+	for l := range strings.SplitSeq(string(msg), "\n") {
+		switch {
+		case strings.HasPrefix(l, "Wtx-Receipt: "):
+			continue
+		case strings.HasPrefix(l, "Wtx-Changeset: "):
+			l = "Wtx-Changeset: " + digest
+		}
+		lines = append(lines, l)
+	}
+	msg = []byte(strings.Join(lines, "\n"))
 	c := commitTree(t, a.ws, twiceTree(t, a.ws, "refs/wtx/fix", "README", "reviewed\n", listed), base, msg)
 	if got := gitCmd(t, a.ws, "show", c+":README"); got != "reviewed\n" {
 		t.Fatalf("git shows README of the crafted commit as %q", got)
@@ -96,7 +112,7 @@ func t005GitTwice(t *testing.T, failpoints bool, env []string) (taken bool, land
 		if n := len(b.stages()); n != 0 {
 			t.Fatalf("a refused import left %d stages", n)
 		}
-		return false, ""
+		return false, r.stdout
 	}
 	var imp importAnswer
 	b.answer(r, &imp)
@@ -127,7 +143,7 @@ func TestT_005_AttackGitTreeNamesAPathTwiceNegativeControl(t *testing.T) {
 	t.Parallel()
 	taken, landed := t005GitTwice(t, true, []string{"WTX_DISABLE=git-tree-check"})
 	if !taken || landed != "listed, not shown\n" {
-		t.Fatalf("negative control: taken %v, README %q", taken, landed)
+		t.Fatalf("negative control: taken %v, README (or the refusal) %q", taken, landed)
 	}
 }
 
@@ -146,7 +162,7 @@ func t005GitMessage(t *testing.T, failpoints bool, env []string) (taken []string
 	a.answer(a.ok(nil, "--json", "run", "--", "sh", "-c", "printf 'reviewed\\n' > README; rm src/util.go"), &run)
 	a.ok(nil, "export", run.Tx, "--git", "--ref", "refs/wtx/fix")
 	base := strings.TrimSpace(gitCmd(t, a.ws, "rev-parse", "HEAD"))
-	tree := strings.TrimSpace(gitCmd(t, a.ws, "rev-parse", "refs/wtx/fix^{tree}"))
+	fixTree := strings.TrimSpace(gitCmd(t, a.ws, "rev-parse", "refs/wtx/fix^{tree}"))
 	msg := gitCmd(t, a.ws, "log", "-1", "--format=%B", "refs/wtx/fix")
 	cs := a.digest(run.Tx)
 	lies := map[string]func(string) string{
@@ -169,7 +185,7 @@ func t005GitMessage(t *testing.T, failpoints bool, env []string) (taken []string
 			t.Fatalf("%s: the lie changed nothing in the message:\n%s", name, msg)
 		}
 		ref := "refs/wtx/" + name
-		gitCmd(t, a.ws, "update-ref", ref, commitTree(t, a.ws, tree, base, []byte(m)))
+		gitCmd(t, a.ws, "update-ref", ref, commitTree(t, a.ws, fixTree, base, []byte(m)))
 		refs = append(refs, ref)
 	}
 	gitCmd(t, a.ws, "push", "-q", hub, "refs/wtx/*:refs/wtx/*")
