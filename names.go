@@ -312,12 +312,13 @@ type stageConfigJSON struct {
 	RootMode   *uint32       `json:"root_mode,omitempty"`
 	At         string        `json:"at,omitempty"`
 	Import     *ImportOrigin `json:"import,omitempty"`
+	Rebased    []RebaseMark  `json:"rebased,omitempty"`
 }
 
 // MarshalJSON writes the configuration with byte-safe selectors.
 func (c stageConfig) MarshalJSON() ([]byte, error) {
 	return json.Marshal(stageConfigJSON{jsonname.Texts(c.Exclude), jsonname.B64s(c.Exclude), jsonname.Texts(c.Share), jsonname.B64s(c.Share),
-		jsonname.Texts(c.Protect), jsonname.B64s(c.Protect), c.Skipped, c.Ops, c.RootMode, c.At, c.Import})
+		jsonname.Texts(c.Protect), jsonname.B64s(c.Protect), c.Skipped, c.Ops, c.RootMode, c.At, c.Import, c.Rebased})
 }
 
 // UnmarshalJSON reads what MarshalJSON writes.
@@ -327,7 +328,7 @@ func (c *stageConfig) UnmarshalJSON(data []byte) error {
 		return err
 	}
 	var err error
-	out := stageConfig{Skipped: j.Skipped, Ops: j.Ops, RootMode: j.RootMode, At: j.At, Import: j.Import}
+	out := stageConfig{Skipped: j.Skipped, Ops: j.Ops, RootMode: j.RootMode, At: j.At, Import: j.Import, Rebased: j.Rebased}
 	if out.Exclude, err = jsonname.Names(j.Exclude, j.ExcludeB64); err != nil {
 		return fmt.Errorf("exclude: %w", err)
 	}

@@ -181,7 +181,16 @@ func (s *Stage) rebase(ctx context.Context, merge, trial bool) (*RebaseResult, e
 		sort.Strings(res.Merged)
 		return res, nil
 	}
-	// Every path could be carried: write the new contents and move their base.
+	// Every path could be carried: mark them (before the view changes,
+	// so that no kill leaves a moved path unmarked), write the new
+	// contents and move their base.
+	paths := make([]string, len(plans))
+	for i := range plans {
+		paths[i] = plans[i].path
+	}
+	if err := s.markRebased(ctx, ops, paths); err != nil {
+		return nil, err
+	}
 	m := cs.base
 	for _, pl := range plans {
 		if err := fo.WriteFile(ctx, pl.path, pl.content, fsFileMode(pl.perm)); err != nil {
@@ -207,6 +216,19 @@ func (s *Stage) rebase(ctx context.Context, merge, trial bool) (*RebaseResult, e
 	sort.Strings(res.Rebased)
 	sort.Strings(res.Merged)
 	return res, nil
+}
+
+// markRebased records that a rebase moves the base of paths after the
+// stage's last op (RebaseMark).
+func (s *Stage) markRebased(ctx context.Context, ops []TxOp, paths []string) error {
+	last := 0
+	if len(ops) > 0 {
+		last = ops[len(ops)-1].Seq
+	}
+	for _, p := range paths {
+		s.cfg.Rebased = append(s.cfg.Rebased, RebaseMark{Path: []byte(p), AfterOp: last})
+	}
+	return s.saveConfig(ctx)
 }
 
 func findTreeChange(cs []tree.Change, p string) *tree.Change {

@@ -61,6 +61,30 @@ type stageConfig struct {
 	// Import is where the change set of a stage made by wtx import came
 	// from; nil for a stage made here.
 	Import *ImportOrigin `json:"import,omitempty"`
+	// Rebased names the paths a rebase moved the base of, each with the
+	// last op recorded before it.
+	Rebased []RebaseMark `json:"rebased,omitempty"`
+}
+
+// RebaseMark says that a rebase moved Path's base onto the workspace's
+// content after op AfterOp: the states the ops up to AfterOp recorded
+// for Path were made on the old base. Restoring one of them (drop-op of
+// one of those ops) would take back the workspace's own change, which the
+// new base no longer shows as drift; drop-op refuses it.
+type RebaseMark struct {
+	Path    []byte `json:"path"` // bytes: a path need not be UTF-8
+	AfterOp int    `json:"after_op"`
+}
+
+// saveConfig writes the stage's configuration to its record.
+func (s *Stage) saveConfig(ctx context.Context) error {
+	raw, err := json.Marshal(s.cfg)
+	if err != nil {
+		return AsError(err)
+	}
+	s.row.Config = raw
+	s.row.UpdatedAt = s.ws.now().UTC()
+	return AsErrorOrNil(s.ws.db.UpdateStage(ctx, s.row))
 }
 
 // Stage is one transaction over a workspace.

@@ -573,6 +573,9 @@ func (s *Stage) DropTxOps(ctx context.Context, n int) (*DropOpsResult, error) {
 			}
 		}
 	}
+	if err := s.rebasedSince(n, restore); err != nil {
+		return nil, err
+	}
 	v, err := s.view(ctx)
 	if err != nil {
 		return nil, err
@@ -592,11 +595,48 @@ func (s *Stage) DropTxOps(ctx context.Context, n int) (*DropOpsResult, error) {
 	if err := s.ws.db.DeleteTxOpsFrom(ctx, s.ID(), n); err != nil {
 		return nil, AsError(err)
 	}
+	if err := s.clampRebased(ctx, n); err != nil {
+		return nil, err
+	}
 	res := &DropOpsResult{Restored: nonNil(order), Dropped: []int{}}
 	for _, op := range ops[n-1:] {
 		res.Dropped = append(res.Dropped, op.Seq)
 	}
 	return res, nil
+}
+
+// rebasedSince refuses a drop-op from op n that would restore a path a
+// rebase moved the base of after op n was recorded: the state restored
+// was made on the old base, and against the new one it would take back
+// the workspace's own change without any drift to refuse the apply.
+func (s *Stage) rebasedSince(n int, restore map[string]*tree.Entry) error {
+	if failpoint.Disabled("drop-op-rebased") {
+		return nil // negative control of T-007
+	}
+	for _, m := range s.cfg.Rebased {
+		if _, ok := restore[string(m.Path)]; ok && m.AfterOp >= n {
+			return &Error{Code: CodeUnsupported, Message: fmt.Sprintf(
+				"op %d of %s cannot be dropped: a rebase after op %d moved the base of %s onto the workspace's content, and what the stage held there before op %d was made on the old base; restoring it would take back the workspace's own change. Drop only ops after %d, or drop the stage",
+				n, s.ID(), m.AfterOp, quote.Path(string(m.Path)), n, m.AfterOp)}
+		}
+	}
+	return nil
+}
+
+// clampRebased keeps the rebase marks true once the ops from n on are
+// gone: a later op takes a number from n on again and records states made
+// on the new base.
+func (s *Stage) clampRebased(ctx context.Context, n int) error {
+	changed := false
+	for i := range s.cfg.Rebased {
+		if s.cfg.Rebased[i].AfterOp >= n {
+			s.cfg.Rebased[i].AfterOp, changed = n-1, true
+		}
+	}
+	if !changed {
+		return nil
+	}
+	return s.saveConfig(ctx)
 }
 
 // refresh is how a read brings a path the stage never changed up to date
