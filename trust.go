@@ -19,6 +19,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/wtx-dev/wtx/internal/failpoint"
 	"github.com/wtx-dev/wtx/internal/fsx"
 )
 
@@ -45,6 +46,10 @@ const trustFileHeader = "# wtx trusted receipt keys: an imported change set sign
 // OwnKeyName is the name under which the state root's own receipt key is
 // trusted without a line in the trust file.
 const OwnKeyName = "your own receipt key"
+
+// RetiredKeyName is the name of a receipt key this state root had before
+// 'receipt key new' replaced it: not trusted without a line.
+const RetiredKeyName = "a replaced receipt key of yours"
 
 // TrustedKey is one key of the trust file.
 type TrustedKey struct {
@@ -345,46 +350,63 @@ func (w *Workspace) keyRing(carried [][]byte) (*keyRing, error) {
 	for _, k := range trusted {
 		r.byID[k.KeyID] = ringKey{pub: k.PublicKey, trusted: true, name: k.Name}
 	}
-	own, err := ownPublicKeys(w.stateDir)
+	current, earlier, err := ownPublicKeys(w.stateDir)
 	if err != nil {
 		// Own keys that cannot be read trust nothing; the import says
 		// which key signed, and fsck and the next receipt say what is
 		// wrong with the key.
 		w.log.Warn("receipt keys unreadable: not counted as trusted", "err", err)
 	}
-	for _, pub := range own {
+	// A key 'receipt key new' replaced may have been replaced because it
+	// leaked: what it signed verifies, but is trusted only by a line of
+	// the trust file, as any other key.
+	for _, pub := range earlier {
 		if k, ok := r.byID[KeyID(pub)]; !ok || k.name == "" {
-			r.byID[KeyID(pub)] = ringKey{pub: pub, trusted: true, name: OwnKeyName}
+			r.byID[KeyID(pub)] = ringKey{pub: pub, trusted: failpoint.Disabled(disableRetiredUntrusted), name: RetiredKeyName}
+		}
+	}
+	if current != nil {
+		if k, ok := r.byID[KeyID(current)]; !ok || !k.trusted || k.name == "" {
+			r.byID[KeyID(current)] = ringKey{pub: current, trusted: true, name: OwnKeyName}
 		}
 	}
 	return r, nil
 }
 
-// ownPublicKeys are the public halves of every receipt key the state root
-// has had (its keyring) and of its key now: a change set one of them
-// signed was made here, before or after a new key.
-func ownPublicKeys(stateDir string) ([]ed25519.PublicKey, error) {
+// disableRetiredUntrusted is the negative control of the rule that a
+// replaced key of the state root is not trusted by itself: with it set,
+// every key the state root has had is trusted.
+const disableRetiredUntrusted = "retired-key-trust"
+
+// ownPublicKeys are the public half of the state root's receipt key now
+// (nil when it has none) and those of the keys it had before (its
+// keyring, less the current one).
+func ownPublicKeys(stateDir string) (current ed25519.PublicKey, earlier []ed25519.PublicKey, err error) {
 	root, keys, err := openKeys(stateDir, false)
 	if errors.Is(err, fs.ErrNotExist) {
-		return nil, nil
+		return nil, nil, nil
 	}
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	defer root.Close()
 	defer keys.Close()
 	ring, err := readKeyring(keys)
-	out := ring.keys
 	priv, kerr := readReceiptKey(stateDir)
 	var ke *keyError
 	switch {
 	case kerr == nil:
-		out = append(out, priv.Public().(ed25519.PublicKey))
+		current = priv.Public().(ed25519.PublicKey)
 	case errors.As(kerr, &ke) && ke.problem == keyMissing:
 	case err == nil:
 		err = kerr
 	}
-	return out, err
+	for _, pub := range ring.keys {
+		if !pub.Equal(current) {
+			earlier = append(earlier, pub)
+		}
+	}
+	return current, earlier, err
 }
 
 // ExistingReceiptPublicKey returns the public half of the state root's

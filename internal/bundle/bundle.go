@@ -143,8 +143,11 @@ type Limits struct {
 	Entries    int
 }
 
-// DefaultLimits fit change sets far larger than any review would cover.
-var DefaultLimits = Limits{Compressed: 4 << 30, Expanded: 8 << 30, Entries: 1 << 22}
+// DefaultLimits fit change sets far larger than any review would cover,
+// and bound what a hostile bundle can make an import hold in memory: the
+// body is decompressed whole, and deflate expands a few kilobytes of
+// zeros a thousandfold.
+var DefaultLimits = Limits{Compressed: 1 << 30, Expanded: 1 << 30, Entries: 1 << 22}
 
 // Encode writes b to w, streaming.
 func Encode(w io.Writer, b *Bundle) error {

@@ -22,9 +22,9 @@ func newReceiptTrustCommand(g *globals) *cobra.Command {
 counts as trusted, as git's gpg.ssh.allowedSignersFile does for commits.
 An imported change set is always checked against the signed receipts it
 carries; the import then says which key signed it and whether you trust
-that key, and 'import --require-trusted' refuses any other. Every receipt
-key this state root has had (its key now and the older ones it keeps) is
-trusted without a line. The file lives in the state root
+that key, and 'import --require-trusted' refuses any other. This state root's
+receipt key is trusted without a line; a key 'receipt key new' replaced
+still verifies what it signed but is trusted only by a line. The file lives in the state root
 ('trusted-keys', private to you), one key a line:
 "ed25519 <base64> [name]". Add a key only once you know whose it is (ask
 them for 'wtx receipt key' over a channel you trust).`,

@@ -283,18 +283,58 @@ func t005Trust(t *testing.T, failpoints bool, env []string) (wrong []string) {
 	b.ok(nil, "receipt", "trust", "remove", "alice at A")
 	try("genuine, trusted required, key removed", genuine, "--require-trusted", "", "", false)
 
-	// On A, its own key is trusted without a line, and stays so once A
-	// has a new key (the old one's public half is kept).
+	// On A, its own key is trusted without a line.
 	var own importAnswer
-	for _, step := range []string{"own key", "own key, after a new key"} {
-		a.answer(a.ok(genuine, "--json", "import", "-", "--require-trusted"), &own)
-		if own.Proof.Status != "trusted" || own.Proof.KeyID != key.KeyID || own.Proof.KeyName == "" {
-			t.Fatalf("%s: proof %+v", step, own.Proof)
-		}
-		a.ok(nil, "drop", own.Tx)
-		a.ok(nil, "receipt", "key", "new")
+	a.answer(a.ok(genuine, "--json", "import", "-", "--require-trusted"), &own)
+	if own.Proof.Status != "trusted" || own.Proof.KeyID != key.KeyID || own.Proof.KeyName == "" {
+		t.Fatalf("own key: proof %+v", own.Proof)
 	}
+	a.ok(nil, "drop", own.Tx)
 	return wrong
+}
+
+// t005Replaced exports a change set from A, gives A a new receipt key
+// and imports the change set back on A: the answers with and without
+// --require-trusted.
+func t005Replaced(t *testing.T, env []string) (plain importAnswer, required wtxResult, oldKey string) {
+	a, _, _ := twoMachines(t, len(env) > 0)
+	a.env = env
+	tx := a.runAgent("fix")
+	genuine := []byte(a.ok(nil, "export", tx).stdout)
+	var key struct {
+		KeyID string `json:"key_id"`
+	}
+	a.answer(a.ok(nil, "--json", "receipt", "key"), &key)
+	a.ok(nil, "receipt", "key", "new")
+	a.answer(a.ok(genuine, "--json", "import", "-"), &plain)
+	a.ok(nil, "drop", plain.Tx)
+	return plain, a.wtx(genuine, "--json", "import", "-", "--require-trusted"), key.KeyID
+}
+
+// TestT_005_ReplacedKeyIsNotTrusted: once 'receipt key new' replaced a
+// key (perhaps because it leaked), what the old key signed still verifies
+// on the same state root, named as a replaced key of its own, but is
+// trusted only by a line in the trust file: --require-trusted refuses it.
+func TestT_005_ReplacedKeyIsNotTrusted(t *testing.T) {
+	t.Parallel()
+	plain, required, old := t005Replaced(t, nil)
+	if plain.Proof.Status != "signed" || plain.Proof.Trusted || plain.Proof.KeyID != old || plain.Proof.KeyName != wtx.RetiredKeyName {
+		t.Errorf("import of a change set signed by a replaced key: proof %+v, want signed, not trusted, by %s named %q", plain.Proof, old, wtx.RetiredKeyName)
+	}
+	if code := errCode(t, required); required.code != 2 || code != "refusal.unverified" {
+		t.Errorf("--require-trusted with a replaced key: exit %d code %q, want 2 refusal.unverified\n%s", required.code, code, required.stdout)
+	}
+}
+
+// TestT_005_ReplacedKeyIsNotTrustedNegativeControl: with the rule off
+// (WTX_DISABLE=retired-key-trust) the replaced key is trusted and
+// --require-trusted lets its change set in.
+func TestT_005_ReplacedKeyIsNotTrustedNegativeControl(t *testing.T) {
+	t.Parallel()
+	plain, required, _ := t005Replaced(t, []string{"WTX_DISABLE=retired-key-trust"})
+	if plain.Proof.Status != "trusted" || required.code != 0 {
+		t.Errorf("with the rule off a replaced key was not trusted: proof %+v, --require-trusted exit %d", plain.Proof, required.code)
+	}
 }
 
 // TestT_005_SignerAndTrust: an import says which key signed the receipt
@@ -303,7 +343,7 @@ func t005Trust(t *testing.T, failpoints bool, env []string) (wrong []string) {
 // "trusted"; --require-trusted takes only that; a bundle whose receipts
 // were stripped is "unsigned" and --require-signed refuses it; content
 // re-signed by a stranger's key says so and --require-trusted refuses it.
-// On A, every key A has had is trusted without a line.
+// On A, its own key is trusted without a line.
 func TestT_005_SignerAndTrust(t *testing.T) {
 	t.Parallel()
 	if wrong := t005Trust(t, false, nil); len(wrong) > 0 {
