@@ -222,11 +222,11 @@ func workspaceID(path string) string {
 // checkStateApart refuses a workspace that holds the state root or lies
 // inside it.
 func checkStateApart(path, stateDir string) error {
-	if within(stateDir, path) || sameDirAbove(stateDir, path) {
+	if within(stateDir, path) || sameDirAbove(stateDir, path) || treeWithin(stateDir, path) {
 		return &Error{Code: CodeStateInWorkspace,
 			Message: fmt.Sprintf("state root %s is inside the workspace %s: wtx never writes into the workspace; set WTX_STATE_DIR to a directory outside it", stateDir, path)}
 	}
-	if within(path, stateDir) || sameDirAbove(path, stateDir) {
+	if within(path, stateDir) || sameDirAbove(path, stateDir) || treeWithin(path, stateDir) {
 		return &Error{Code: CodeStateInWorkspace,
 			Message: fmt.Sprintf("workspace %s is inside the state root %s", path, stateDir)}
 	}
