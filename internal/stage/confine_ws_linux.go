@@ -35,6 +35,7 @@ const (
 	disableConfineView    = "confine-view"    // copy, clone: the workspace's own path stays the real workspace
 	disableConfineAlias   = "confine-alias"   // other mounts of the workspace and the state root stay writable
 	disableConfineBeneath = "confine-beneath" // --read-only makes only the view's top mount read-only
+	disableConfineOverlay = "confine-overlay" // an overlay whose upper directory is in the workspace stays writable
 )
 
 // mountEntry is one line of /proc/self/mountinfo: the mount's id, its
@@ -44,6 +45,9 @@ type mountEntry struct {
 	id          int
 	dev         string
 	root, point string
+	// upper is an overlay mount's upper directory, as it was given ("" for
+	// any other mount).
+	upper string
 }
 
 // readMounts reads this mount namespace's mount table.
@@ -70,7 +74,7 @@ func parseMounts(raw string) []mountEntry {
 		if err != nil {
 			continue
 		}
-		out = append(out, mountEntry{id: id, dev: f[2], root: unescapeMountinfo(f[3]), point: unescapeMountinfo(f[4])})
+		out = append(out, mountEntry{id: id, dev: f[2], root: unescapeMountinfo(f[3]), point: unescapeMountinfo(f[4]), upper: overlayUpper(f)})
 	}
 	return out
 }
@@ -140,23 +144,30 @@ func homeMount(mounts []mountEntry, fd int, dir string) (mountEntry, bool) {
 // another mount covers is left as it is (nothing reaches it by path); one
 // this process may not open is left too (the command, with no more rights,
 // cannot either).
-func coverAliases(dirs ...string) error {
+//
+// overlays says whether overlay mounts whose upper directory overlaps a
+// tree are covered too (coverOverlayAliases).
+func coverAliases(overlays bool, dirs ...string) error {
 	mounts, err := readMounts()
 	if err != nil {
 		return fmt.Errorf("read the mount table: %w", err)
 	}
-	for _, dir := range dirs {
+	for i, dir := range dirs {
 		if dir == "" {
 			continue
 		}
-		if err := coverAliasesOf(mounts, dir); err != nil {
+		if err := coverAliasesOf(mounts, dir, overlays, i == 0); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-func coverAliasesOf(mounts []mountEntry, dir string) error {
+// coverAliasesOf covers the other mounts of dir's tree. workspace says dir
+// is the workspace (the first of coverAliases' dirs): an overlay whose
+// upper directory lies in it is another mount of it, whereas one whose
+// upper directory lies in the state root is a stage's view.
+func coverAliasesOf(mounts []mountEntry, dir string, overlays, workspace bool) error {
 	fd, err := unix.Open(dir, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return fmt.Errorf("cover other mounts of %s: %w", dir, err)
@@ -175,6 +186,11 @@ func coverAliasesOf(mounts []mountEntry, dir string) error {
 		return fmt.Errorf("cover other mounts of %s: %w", dir, err)
 	}
 	tree := filepath.Join(home.root, rel) // dir, as a path of its filesystem
+	if overlays {
+		if err := coverOverlayAliases(mounts, home.dev, tree, workspace); err != nil {
+			return fmt.Errorf("cover another mount of %s: %w", dir, err)
+		}
+	}
 	for _, m := range mounts {
 		if m.dev != home.dev {
 			continue
@@ -217,7 +233,7 @@ func coverWorkspaceAliases(s *nsSpec) error {
 		return nil
 	}
 	state, _ := stateDirOf(s)
-	return coverAliases(s.Workspace, state)
+	return coverAliases(!confineDisabled(s, disableConfineOverlay), s.Workspace, state)
 }
 
 // readOnlyMountAt remounts m read-only, when m is what its mount point

@@ -21,6 +21,11 @@ func FilesystemTree(dir string) (dev, path string, err error) {
 	if err != nil {
 		return "", "", fmt.Errorf("read the mount table: %w", err)
 	}
+	return treeIn(mounts, dir)
+}
+
+// treeIn is FilesystemTree with the mount table read.
+func treeIn(mounts []mountEntry, dir string) (dev, path string, err error) {
 	rest := ""
 	for {
 		fd, err := openNoFollow(dir)
