@@ -301,7 +301,7 @@ func (x *executor) remove(d *fsx.Dir, r journal.Record) (func() error, error) {
 			}
 			return nil, err
 		}
-		return x.undoIn(st.Path, func(d *fsx.Dir) error { return restoreEntry(x.blobs, d, name, st.Old) }), nil
+		return x.undoIn(st.Path, func(d *fsx.Dir) error { return restoreEntry(x.blobs, d, name, st.Old, restorePrefixOf(r.Tmp)) }), nil
 	}
 	t := x.moveAside(st.Path, tmp)
 	return x.undoIn(st.Path, func(d *fsx.Dir) error {
@@ -803,9 +803,10 @@ func opening(d *fsx.Dir, change func() error) error {
 }
 
 // restoreEntry recreates a removed file or symlink from its pre-image (a
-// file's content comes from the blob store).
-func restoreEntry(blobs *blob.Store, d *fsx.Dir, name string, old *tree.Entry) error {
-	tmp, err := writeTemp(blobs, d, old, tempPrefix+"restore-", true)
+// file's content comes from the blob store), under a temporary name that
+// starts with prefix (restorePrefixOf) until it is in place.
+func restoreEntry(blobs *blob.Store, d *fsx.Dir, name string, old *tree.Entry, prefix string) error {
+	tmp, err := writeTemp(blobs, d, old, prefix, true)
 	if err != nil {
 		return err
 	}

@@ -493,14 +493,14 @@ func (rb *rollbacker) finishDir(d *fsx.Dir, recs []journal.Record) []error {
 	if err != nil {
 		return []error{fmt.Errorf("list %s: %w", quote.Path(d.Rel()), err)}
 	}
-	ours := map[string]bool{restorePrefix: true}
+	ours := map[string]bool{rb.temps.restore: true}
 	for _, r := range recs {
 		ours[r.Tmp] = true
 	}
 	byPrefix := rb.temps.group(names)
 	// A failed restore may leave its temporary file, and a path back to
 	// its pre-image may still have the record's: both are garbage now.
-	if err := removeNames(d, byPrefix[restorePrefix]); err != nil {
+	if err := removeNames(d, byPrefix[rb.temps.restore]); err != nil {
 		errs = append(errs, err)
 	}
 	for _, r := range recs {
@@ -572,8 +572,22 @@ func recordsByDir(recs []journal.Record) ([]string, map[string][]journal.Record)
 	return dirs, byDir
 }
 
-// restorePrefix starts the temporary name of a pre-image being restored.
-const restorePrefix = tempPrefix + "restore-"
+// restorePrefixOf is the start of the temporary name of a pre-image that
+// the rollback of an op restores, given the prefix of one of the op's
+// records (".wtx-tmp-<op>-<i>-"): ".wtx-tmp-<op>-restore-", the op's own,
+// so that recovery removes only names its op made and never a workspace
+// file whose name merely starts with .wtx-tmp-restore- (a file a person
+// or a repository put there, which no op recorded).
+//
+// WTX_DISABLE=restore-prefix (failpoint build) uses the one prefix
+// ".wtx-tmp-restore-" of every op: the negative control of its test.
+func restorePrefixOf(recTmp string) string {
+	op, _, ok := strings.Cut(strings.TrimPrefix(recTmp, tempPrefix), "-")
+	if !ok || op == "" || failpoint.Disabled("restore-prefix") {
+		return tempPrefix + "restore-"
+	}
+	return tempPrefix + op + "-restore-"
+}
 
 // tempIndex finds a journal's temporary names in the workspace. Each
 // directory is listed once, the first time a record of it asks, and its
@@ -587,12 +601,19 @@ const restorePrefix = tempPrefix + "restore-"
 // WTX_DISABLE=recover-index (failpoint build) lists the directory again
 // for every record: the negative control of the recovery-scale test.
 type tempIndex struct {
-	prefixes map[string]bool                // every record's Tmp, and restorePrefix
+	prefixes map[string]bool                // every record's Tmp, and restore
+	restore  string                         // the op's restorePrefixOf
 	dirs     map[string]map[string][]string // directory → prefix → names
 }
 
 func newTempIndex(recs []journal.Record) *tempIndex {
-	ti := &tempIndex{prefixes: map[string]bool{restorePrefix: true}, dirs: map[string]map[string][]string{}}
+	ti := &tempIndex{dirs: map[string]map[string][]string{}}
+	if len(recs) > 0 {
+		ti.restore = restorePrefixOf(recs[0].Tmp)
+		ti.prefixes = map[string]bool{ti.restore: true}
+	} else {
+		ti.prefixes = map[string]bool{}
+	}
 	for _, r := range recs {
 		if r.Tmp != "" {
 			ti.prefixes[r.Tmp] = true
@@ -856,7 +877,7 @@ func (rb *rollbacker) undo(r journal.Record, orig *tree.Entry) (*Conflict, error
 func (rb *rollbacker) restore(d *fsx.Dir, name string, old *tree.Entry) error {
 	// The directory may be one the op closed (its owner's write bit off):
 	// it is opened for the while, as for the cleanup's removals.
-	return opening(d, func() error { return restoreEntry(rb.w.blobs, d, name, old) })
+	return opening(d, func() error { return restoreEntry(rb.w.blobs, d, name, old, rb.temps.restore) })
 }
 
 // unlinkTemp removes the moved-aside pre-image tmp if it is still the
@@ -918,7 +939,7 @@ func removeTemps(root *fsx.Root, dir string, recs []journal.Record) error {
 	}
 	defer d.Close()
 	ti := newTempIndex(recs)
-	delete(ti.prefixes, restorePrefix) // not a record's: a roll forward leaves those alone
+	delete(ti.prefixes, ti.restore) // not a record's: a roll forward leaves those alone
 	find := func() ([]string, error) {
 		names, err := d.ReadDir()
 		if err != nil {
