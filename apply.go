@@ -184,7 +184,7 @@ func (s *Stage) apply(ctx context.Context, opts ApplyOptions) (res *ApplyResult,
 		return res, nil
 	}
 	// 3. Every check, every conflict.
-	root, err := fsx.OpenRoot(s.ws.path)
+	root, err := s.ws.openRoot()
 	if err != nil {
 		return nil, AsError(err)
 	}
@@ -567,7 +567,7 @@ func gitPath(rel string) bool {
 // left.
 func (s *Stage) advanceBase(ctx context.Context, cs *ChangeSet, applied []tree.Change) error {
 	m := cs.base
-	root, err := fsx.OpenRoot(s.ws.path)
+	root, err := s.ws.openRoot()
 	if err != nil {
 		return AsError(err)
 	}

@@ -89,7 +89,7 @@ func (s *Stage) checkpoint(ctx context.Context, pre []tree.Entry, cs *ChangeSet)
 	if len(changes) == 0 {
 		return []TxFile{}, nil
 	}
-	root, err := fsx.OpenRoot(s.ws.path)
+	root, err := s.ws.openRoot()
 	if err != nil {
 		return nil, AsError(err)
 	}
@@ -192,7 +192,7 @@ func (s *Stage) restoreView(ctx context.Context, v stage.View, restore map[strin
 	}
 	now := &tree.Manifest{Entries: cur}
 	// A content the blob store lacks may still be the workspace's.
-	root, err := fsx.OpenRoot(s.ws.path)
+	root, err := s.ws.openRoot()
 	if err != nil {
 		return AsError(err)
 	}

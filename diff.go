@@ -158,7 +158,7 @@ func (s *Stage) eachFileDiff(ctx context.Context, cs *ChangeSet, fn func(textdif
 		return nil, err
 	}
 	defer v.Close()
-	root, err := fsx.OpenRoot(s.ws.path)
+	root, err := s.ws.openRoot()
 	if err != nil {
 		return nil, AsError(err)
 	}

@@ -95,7 +95,7 @@ func (s *Stage) WriteDrift(ctx context.Context, w io.Writer, paths []string, opt
 	if err != nil {
 		return nil, err
 	}
-	root, err := fsx.OpenRoot(s.ws.path)
+	root, err := s.ws.openRoot()
 	if err != nil {
 		return nil, AsError(err)
 	}

@@ -138,7 +138,7 @@ func (s *Stage) bundleOf(ctx context.Context, withContent bool) (*bundle.Bundle,
 	if !withContent {
 		b.Flags = bundle.FlagContentElsewhere
 	}
-	root, err := fsx.OpenRoot(s.ws.path)
+	root, err := s.ws.openRoot()
 	if err != nil {
 		return nil, nil, AsError(err)
 	}

@@ -174,7 +174,7 @@ func (s *Stage) narrowHunks(ctx context.Context, cs *ChangeSet, hunks map[string
 		return nil, nil, err
 	}
 	defer v.Close()
-	root, err := fsx.OpenRoot(s.ws.path)
+	root, err := s.ws.openRoot()
 	if err != nil {
 		return nil, nil, AsError(err)
 	}

@@ -49,7 +49,7 @@ func (s *Stage) rebase(ctx context.Context, merge, trial bool) (*RebaseResult, e
 	if err != nil {
 		return nil, err
 	}
-	root, err := fsx.OpenRoot(s.ws.path)
+	root, err := s.ws.openRoot()
 	if err != nil {
 		return nil, AsError(err)
 	}

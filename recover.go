@@ -191,7 +191,7 @@ func (w *Workspace) stagedTraces(ctx context.Context) (traces, stages []string, 
 	if err != nil {
 		return nil, nil, err
 	}
-	root, err := fsx.OpenRoot(w.path)
+	root, err := w.openRoot()
 	if err != nil {
 		return nil, nil, AsError(err)
 	}
@@ -285,7 +285,7 @@ func (w *Workspace) SetAsideJournal(ctx context.Context, op string) (string, err
 // rollForward finishes a committed op: what is left is cleanup and
 // bookkeeping.
 func (w *Workspace) rollForward(ctx context.Context, j *journal.Journal) (unsettled string, err error) {
-	root, err := fsx.OpenRoot(w.path)
+	root, err := w.openRoot()
 	if err != nil {
 		return "", AsError(err)
 	}
@@ -401,7 +401,7 @@ func (w *Workspace) rollback(ctx context.Context, j *journal.Journal) error {
 // A step that fails is reported with all the others that fail; the journal
 // then stays.
 func (w *Workspace) rollbackJournal(ctx context.Context, j *journal.Journal, keepExternal bool) ([]Conflict, error) {
-	root, err := fsx.OpenRoot(w.path)
+	root, err := w.openRoot()
 	if err != nil {
 		return nil, AsError(err)
 	}
@@ -1007,7 +1007,7 @@ func (w *Workspace) settleApplied(ctx context.Context, rec opRecord) error {
 		applied = append(applied, tree.Change{Path: c.Path, Old: fromEntryJSON(c.Path, c.Old), New: fromEntryJSON(c.Path, c.New)})
 		wrote[c.Path] = true
 	}
-	root, err := fsx.OpenRoot(w.path)
+	root, err := w.openRoot()
 	if err != nil {
 		return AsError(err)
 	}

@@ -3,8 +3,6 @@ package wtx
 import (
 	"context"
 	"time"
-
-	"github.com/wtx-dev/wtx/internal/fsx"
 )
 
 // Status describes one stage.
@@ -79,7 +77,7 @@ func (s *Stage) Status(ctx context.Context, paths []string) (*Status, error) {
 		st.LeftOut = cs.LeftOut
 	}
 	st.RootMode = cs.RootMode
-	root, err := fsx.OpenRoot(s.ws.path)
+	root, err := s.ws.openRoot()
 	if err != nil {
 		return nil, AsError(err)
 	}

@@ -676,7 +676,7 @@ func (s *Stage) planRefresh(ctx context.Context, v stage.View, path string, side
 	case b != nil && (b.Type != tree.File || side == nil || side.Digest != b.Digest || side.Mode != b.ModeString()):
 		return nil, nil // changed by the stage (or not a file)
 	}
-	root, err := fsx.OpenRoot(s.ws.path)
+	root, err := s.ws.openRoot()
 	if err != nil {
 		return nil, AsError(err)
 	}

@@ -8,7 +8,6 @@ import (
 	"slices"
 
 	"github.com/wtx-dev/wtx/internal/blob"
-	"github.com/wtx-dev/wtx/internal/fsx"
 	"github.com/wtx-dev/wtx/internal/quote"
 	"github.com/wtx-dev/wtx/internal/state"
 	"github.com/wtx-dev/wtx/internal/tree"
@@ -116,7 +115,7 @@ func (w *Workspace) UndoWith(ctx context.Context, ref string, opts UndoOptions) 
 			return nil, &Error{Code: CodeStateLost, Message: fmt.Sprintf("op %s: the content %s of %s is no longer in the blob store", op.ID, inv.New.Digest, quote.Path(inv.Path))}
 		}
 	}
-	root, err := fsx.OpenRoot(w.path)
+	root, err := w.openRoot()
 	if err != nil {
 		return nil, AsError(err)
 	}

@@ -46,6 +46,9 @@ type Workspace struct {
 	trust trustPolicy
 	// actor is who the workspace acts for (Options.Actor).
 	actor Actor
+	// ident is the workspace directory's device and inode when Open found
+	// it: what openRoot checks each later opening against.
+	ident state.Ident
 }
 
 // Recovered returns what Open's recovery of interrupted applies did, or nil
@@ -156,6 +159,7 @@ func (w *Workspace) resolve(ctx context.Context, opts Options) error {
 	// record is found by device and inode first, so a bind mount or
 	// another path shares the lock and the journal.
 	ident := identOf(w.path)
+	w.ident = ident
 	rec, err := w.db.ResolveWorkspace(ctx, w.id, w.path, ident, w.now().UTC(), ident == state.Ident{} || failpoint.Disabled("identity"),
 		func(p string) bool { return identOf(p) == ident })
 	if err != nil {
