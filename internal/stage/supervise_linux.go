@@ -130,6 +130,11 @@ func supervise(s *nsSpec) int {
 			return sv.fail("%v", err)
 		}
 	}
+	if s.View || s.Isolate {
+		if err := viewStdio(s); err != nil {
+			return sv.fail("%v", err)
+		}
+	}
 	if sv.containment == ContainPIDNamespace {
 		// Tools that read /proc see the namespace's processes. Where a
 		// fresh /proc cannot be mounted (a /proc with locked mounts over
