@@ -120,6 +120,13 @@ func supervise(s *nsSpec) int {
 	signal.Notify(sigchld, unix.SIGCHLD)
 	fwd := make(chan os.Signal, 8)
 	signal.Notify(fwd, unix.SIGINT, unix.SIGTERM, unix.SIGHUP, unix.SIGQUIT, unix.SIGWINCH, unix.SIGUSR1, unix.SIGUSR2)
+	var stdio []stdioFile
+	if s.View || s.Isolate {
+		var err error
+		if stdio, err = stdioInWorkspace(s); err != nil {
+			return sv.fail("%v", err)
+		}
+	}
 	switch {
 	case s.View:
 		if err := enterView(s); err != nil {
@@ -130,10 +137,8 @@ func supervise(s *nsSpec) int {
 			return sv.fail("%v", err)
 		}
 	}
-	if s.View || s.Isolate {
-		if err := viewStdio(s); err != nil {
-			return sv.fail("%v", err)
-		}
+	if err := viewStdio(s, stdio); err != nil {
+		return sv.fail("%v", err)
 	}
 	if sv.containment == ContainPIDNamespace {
 		// Tools that read /proc see the namespace's processes. Where a
