@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/wtx-dev/wtx/internal/wtxtest"
 )
 
@@ -79,11 +81,50 @@ func TestT_002_AttackStdinReopened(t *testing.T) {
 			}
 		}
 	}
+	stdinThroughAlias(t)
 	ws, state := t.TempDir(), t.TempDir()
 	secret := filepath.Join(ws, "secret.txt")
 	mustWrite(t, secret, "base\n")
 	res := runWithStdinFile(t, ws, state, secret, nil, "run", "--backend", "overlay", "--exclude", "secret.txt", "--", "cat")
 	if res.code != 125 || strings.Contains(res.stdout, "base") {
 		t.Errorf("an excluded file as standard input: want the run refused, got %v", res)
+	}
+}
+
+// stdinThroughAlias is TestT_002_AttackStdinReopened's case of a standard
+// input opened through another mount of the workspace (a bind mount of its
+// parent): its path does not name the workspace, its file is the
+// workspace's all the same. Root only: an ordinary user's bind mount lives
+// in a user namespace of its own, where a run cannot make the namespaces
+// that confine it (and says so).
+func stdinThroughAlias(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Log("input through another mount of the workspace: not tried, a bind mount needs root here")
+		return
+	}
+	for _, control := range []bool{false, true} {
+		base := t.TempDir()
+		parent, alias, state := filepath.Join(base, "p"), filepath.Join(base, "alias"), filepath.Join(base, "state")
+		ws := filepath.Join(parent, "ws")
+		data := filepath.Join(ws, "data.txt")
+		mustWrite(t, data, "base\n")
+		mustDo(t, os.Mkdir(alias, 0o755))
+		mustDo(t, unix.Mount(parent, alias, "", unix.MS_BIND, ""))
+		var env []string
+		if control {
+			env = []string{"WTX_DISABLE=confine-stdio"}
+		}
+		res := runWithStdinFile(t, ws, state, filepath.Join(alias, "ws", "data.txt"), env,
+			"run", "--backend", "copy", "--", "sh", "-c", "echo pwned > /proc/self/fd/0")
+		mustDo(t, unix.Unmount(alias, unix.MNT_DETACH))
+		got, err := os.ReadFile(data)
+		mustDo(t, err)
+		landed := string(got) != "base\n"
+		switch {
+		case control && !landed:
+			t.Errorf("input through another mount: with the descriptor left as given the write did not land: the case cannot fail (%v)", res)
+		case !control && landed:
+			t.Errorf("input through another mount: the command wrote the real workspace through /proc/self/fd/0 (%v)", res)
+		}
 	}
 }
