@@ -227,9 +227,20 @@ func (w *Workspace) withProject(opts BeginOptions) (BeginOptions, error) {
 	return opts, nil
 }
 
-// projectPath reports whether rel is the project file: it is protected by
+// projectPath reports whether rel is a project file: it is protected by
 // default, as .git is, since it sets the protects of every later stage.
-// The letter case is ignored, for file systems that ignore it.
+// One in a subdirectory is protected too: it makes that directory a
+// workspace of its own for commands started there (discovery stops at
+// it), out of reach of the protects of the file above. The letter case is
+// ignored, for file systems that ignore it.
 func projectPath(rel string) bool {
-	return strings.EqualFold(rel, ProjectFileName) && !failpoint.Disabled("project-protect")
+	if failpoint.Disabled("project-protect") {
+		return false
+	}
+	for _, c := range strings.Split(rel, "/") {
+		if strings.EqualFold(c, ProjectFileName) {
+			return true
+		}
+	}
+	return false
 }
