@@ -284,6 +284,9 @@ func (s *Stage) checkApply(ctx context.Context, root *fsx.Root, batch *blob.Batc
 	}
 	// What the apply writes: the selection less what already holds its
 	// staged state. Its protected paths need the applier's approval.
+	if err := s.liveProtection(false); err != nil {
+		return nil, err
+	}
 	if prot := s.protection().writes(without(cs.changes, already)); len(prot) > 0 && !mayWriteProtected(s.applier(opts), opts.Approve) {
 		chk.conflicts = append(chk.conflicts, s.protectedError(protectedPaths(prot)).Conflicts...)
 	}

@@ -316,6 +316,29 @@ func (s *Stage) authorizeRun() error {
 	return nil
 }
 
+// liveProtection reads the project file's protects as they are now into
+// s, for the gate: a write the gate judges is made now, so what the
+// workspace protects now protects it, besides what the stage opened with.
+// Without it a stage opened (or an op applied) before the file protected
+// a path would write that path unasked, for an actor that may not. A
+// stage a person opened without the project file is judged without it,
+// unless undo says (an undo is a new write, whoever's the op was).
+func (s *Stage) liveProtection(undo bool) error {
+	if s.cfg.NoProject && !undo || failpoint.Disabled("live-protect") || failpoint.Disabled("project-defaults") {
+		return nil
+	}
+	f, err := s.ws.Project()
+	if err != nil || f == nil {
+		return err
+	}
+	sels, err := tree.ParseSelectors(f.Protect)
+	if err != nil {
+		return &Error{Code: CodeProjectFile, Message: fmt.Sprintf("project file %s: protect: %v", quote.Path(f.Path), err), Err: err}
+	}
+	s.live = sels
+	return nil
+}
+
 // protection is what makes a path protected: protect selectors, and the
 // defaults every stage has (.git, the project file).
 type protection struct {

@@ -245,7 +245,7 @@ func (w *Workspace) Batch(ctx context.Context, items []BatchItem, begin BeginOpt
 	if err != nil {
 		return nil, err
 	}
-	begin.NoProject = true
+	begin.NoProject, begin.projectMerged = true, true
 	if err := checkBatch(items, begin); err != nil {
 		return nil, err
 	}

@@ -313,12 +313,13 @@ type stageConfigJSON struct {
 	At         string        `json:"at,omitempty"`
 	Import     *ImportOrigin `json:"import,omitempty"`
 	Rebased    []RebaseMark  `json:"rebased,omitempty"`
+	NoProject  bool          `json:"no_project,omitempty"`
 }
 
 // MarshalJSON writes the configuration with byte-safe selectors.
 func (c stageConfig) MarshalJSON() ([]byte, error) {
 	return json.Marshal(stageConfigJSON{jsonname.Texts(c.Exclude), jsonname.B64s(c.Exclude), jsonname.Texts(c.Share), jsonname.B64s(c.Share),
-		jsonname.Texts(c.Protect), jsonname.B64s(c.Protect), c.Skipped, c.Ops, c.RootMode, c.At, c.Import, c.Rebased})
+		jsonname.Texts(c.Protect), jsonname.B64s(c.Protect), c.Skipped, c.Ops, c.RootMode, c.At, c.Import, c.Rebased, c.NoProject})
 }
 
 // UnmarshalJSON reads what MarshalJSON writes.
@@ -328,7 +329,7 @@ func (c *stageConfig) UnmarshalJSON(data []byte) error {
 		return err
 	}
 	var err error
-	out := stageConfig{Skipped: j.Skipped, Ops: j.Ops, RootMode: j.RootMode, At: j.At, Import: j.Import, Rebased: j.Rebased}
+	out := stageConfig{Skipped: j.Skipped, Ops: j.Ops, RootMode: j.RootMode, At: j.At, Import: j.Import, Rebased: j.Rebased, NoProject: j.NoProject}
 	if out.Exclude, err = jsonname.Names(j.Exclude, j.ExcludeB64); err != nil {
 		return fmt.Errorf("exclude: %w", err)
 	}

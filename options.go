@@ -78,6 +78,10 @@ type BeginOptions struct {
 	// it, Begin gives the stage the file's excludes and protects ahead of
 	// Exclude and Protect, and its backend when Backend is empty.
 	NoProject bool
+	// projectMerged: the project file's settings are in the options
+	// already (Batch folds them in to check its ops first); Begin adds
+	// them no more, and the stage is not one opened without them.
+	projectMerged bool
 	// Progress, if set, is called while the view is made with the number of
 	// entries staged so far.
 	Progress func(done int)

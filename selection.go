@@ -130,9 +130,15 @@ func (s *Stage) protectedPath(p string) (ProtectedPath, bool) {
 	return s.protection().of(p)
 }
 
-// protection is what protects the stage's paths: its protect selectors and
-// the defaults.
-func (s *Stage) protection() protection { return protection{sels: s.protect} }
+// protection is what protects the stage's paths: its protect selectors,
+// the project file's as the gate last read them (liveProtection), and the
+// defaults.
+func (s *Stage) protection() protection {
+	if len(s.live) == 0 {
+		return protection{sels: s.protect}
+	}
+	return protection{sels: append(slices.Clip(s.protect), s.live...)}
+}
 
 // ExcludeSelectors are the distinct selectors that leave every path of pp
 // out of an apply.

@@ -64,6 +64,9 @@ type stageConfig struct {
 	// Rebased names the paths a rebase moved the base of, each with the
 	// last op recorded before it.
 	Rebased []RebaseMark `json:"rebased,omitempty"`
+	// NoProject: the stage was opened without the project file
+	// (BeginOptions.NoProject), by a person's choice.
+	NoProject bool `json:"no_project,omitempty"`
 }
 
 // RebaseMark says that a rebase moved Path's base onto the workspace's
@@ -94,6 +97,9 @@ type Stage struct {
 	cfg     stageConfig
 	exclude tree.Selectors
 	protect tree.Selectors
+	// live are the project file's protects as the gate last read them
+	// (liveProtection), besides those the stage opened with.
+	live tree.Selectors
 	// opened is the base manifest Begin wrote, handed once to the first
 	// read of it (see manifest): a large tree's manifest costs more to
 	// decode again than the command it stages. A Stage from Begin holds it
@@ -310,7 +316,7 @@ func (w *Workspace) begin(ctx context.Context, opts BeginOptions) (*Stage, error
 	if st, err := w.state.Lstat(manifestRel(id)); err == nil && st.IsRegular() {
 		kept = &openedManifest{m: m, id: fileIDOf(st)}
 	}
-	cfg := stageConfig{Exclude: exclude.Strings(), Share: share.Strings(), Protect: opts.Protect, Skipped: skipped, RootMode: rootMode, At: at}
+	cfg := stageConfig{Exclude: exclude.Strings(), Share: share.Strings(), Protect: opts.Protect, Skipped: skipped, RootMode: rootMode, At: at, NoProject: opts.NoProject && !opts.projectMerged}
 	raw, err := json.Marshal(cfg)
 	if err != nil {
 		return nil, AsError(err)

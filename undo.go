@@ -212,6 +212,9 @@ func (w *Workspace) opProtection(ctx context.Context, op *Op) (protection, error
 	if err != nil {
 		return protection{}, err
 	}
+	if err := st.liveProtection(true); err != nil {
+		return protection{}, err
+	}
 	return st.protection(), nil
 }
 

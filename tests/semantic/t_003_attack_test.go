@@ -54,3 +54,39 @@ func TestT_003_AttackNestedProjectFile(t *testing.T) {
 		t.Fatalf("control: with project-protect off the plant should land and sub/conf/k be written unasked (exit %d, holds %q): %s", code, got, r.text())
 	}
 }
+
+// t3ProtectLater: an agent's stage writes conf/k, and a person's op wrote
+// conf/k; then the person protects conf in the project file (approved).
+// The agent, on a default server, applies its stage, opened before the
+// protect, and undoes the person's op, made before it. It returns what
+// each call answered and what conf/k holds after each.
+func t3ProtectLater(t *testing.T, off bool) (apply, undo toolResult, afterApply, afterUndo string) {
+	e := newT3(t, map[string]string{"conf/k": "k\n", "conf/j": "j\n"})
+	op := e.personApply(nil, "echo j2 > conf/j")
+	s := e.agent(false)
+	if off {
+		s = startMCP(t, wtxtest.Binary(t, true), e.ws, e.state, []string{"WTX_DISABLE=live-protect"})
+	}
+	tx := s.beginStage(map[string]any{})
+	s.call("write", map[string]any{"tx": tx, "path": "conf/k", "content": "agent\n"})
+	e.personApply(nil, `echo 'protect = ["conf"]' > .wtx.toml`)
+	apply = s.call("apply", map[string]any{"tx": tx})
+	afterApply = e.read("conf/k")
+	undo = s.call("undo", map[string]any{"op": op})
+	return apply, undo, afterApply, e.read("conf/j")
+}
+
+func TestT_003_AttackProtectAddedLater(t *testing.T) {
+	t.Parallel()
+	apply, undo, k, j := t3ProtectLater(t, false)
+	if apply.errorCode() != "refusal.protected" || k != "k\n" {
+		t.Errorf("an agent's apply of a stage opened before the project file protected conf: %s; conf/k holds %q", apply.text(), k)
+	}
+	if undo.errorCode() != "refusal.protected" || j != "j2\n" {
+		t.Errorf("an agent's undo of an op made before the project file protected conf: %s; conf/j holds %q", undo.text(), j)
+	}
+	// Negative control: judged by what the stage opened with, both land.
+	if apply, undo, k, j = t3ProtectLater(t, true); apply.IsError || undo.IsError || k != "agent\n" || j != "j\n" {
+		t.Fatalf("control: with live-protect off both should land (conf/k %q, conf/j %q): %s %s", k, j, apply.text(), undo.text())
+	}
+}
