@@ -456,7 +456,13 @@ func (w *Workspace) AbandonFlow(ctx context.Context, ref string) (*FlowRun, erro
 		}
 	}
 	for i := range run.Steps {
-		if a := run.Steps[i].latest(); a != nil && (a.Status == StepReview || a.Status == StepStarted) {
+		a := run.Steps[i].latest()
+		switch {
+		case a != nil && a.Status == StepReview:
+			if err := w.dropReviewed(ctx, run, i, a, "abandoning the run"); err != nil {
+				return nil, err
+			}
+		case a != nil && a.Status == StepStarted:
 			if err := w.dropStepStage(ctx, run.ID, i, a); err != nil {
 				return nil, err
 			}
@@ -622,10 +628,7 @@ func (w *Workspace) continueLocked(ctx context.Context, id string, opts FlowOpti
 		case skip:
 			skip = false
 			if a != nil && a.Status == StepReview {
-				if err := w.checkReviewUntouched(ctx, run, n, a, "skipping the step"); err != nil {
-					return nil, err
-				}
-				if err := w.dropStepStage(ctx, id, n, a); err != nil {
+				if err := w.dropReviewed(ctx, run, n, a, "skipping the step"); err != nil {
 					return nil, err
 				}
 			}

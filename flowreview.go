@@ -109,3 +109,34 @@ func firstChangedPath(cs *ChangeSet) string {
 	}
 	return quote.Path(cs.Changes[0].Path)
 }
+
+// dropReviewed drops the stage step n's attempt a kept for review, for
+// action (skipping the step, abandoning the run), only while it holds
+// exactly what the step left: checked under the stage's locks, and refused
+// while a command runs in it, so that no edit lands between the check and
+// the drop. A person's command running in it is a review under way.
+func (w *Workspace) dropReviewed(ctx context.Context, run *FlowRun, n int, a *StepAttempt, action string) error {
+	if failpoint.Disabled("flow-review-race") {
+		// Negative control: checked first, then dropped once whatever runs
+		// in it has ended, edits made meanwhile and all.
+		if err := w.checkReviewUntouched(ctx, run, n, a, action); err != nil {
+			return err
+		}
+		return w.dropStepStage(ctx, run.ID, n, a)
+	}
+	ref := a.StageID
+	if ref == "" {
+		ref = stepStageName(run.ID, n, a.Attempt)
+	}
+	st, err := w.Stage(ctx, ref)
+	if err != nil {
+		if AsError(err).Code == CodeStageNotFound {
+			return nil
+		}
+		return err
+	}
+	if err := w.authorize(ActionDrop, false); err != nil {
+		return err
+	}
+	return st.dropChecked(ctx, func() error { return w.checkReviewUntouched(ctx, run, n, a, action) })
+}

@@ -569,6 +569,12 @@ func (s *Stage) Drop(ctx context.Context) error {
 // drop is Drop without asking the gate: the library dropping a stage it
 // made for a call that failed.
 func (s *Stage) drop(ctx context.Context) error {
+	return s.dropChecked(ctx, nil)
+}
+
+// dropChecked is drop, refused when check, asked under the stage's locks
+// (no command runs in it, no per-file op changes it meanwhile), fails.
+func (s *Stage) dropChecked(ctx context.Context, check func() error) error {
 	if s.row.State == StateDropped || s.row.State == StateEmpty {
 		return nil
 	}
@@ -595,6 +601,11 @@ func (s *Stage) drop(ctx context.Context) error {
 		return &Error{Code: CodeStageSettled,
 			Message: fmt.Sprintf("stage %s is settled: its change set was applied, and dropping it now would change nothing in the workspace", s.ID()),
 			Repairs: []Repair{{Action: "undo", Detail: "to take the applied change back out of the workspace, undo its op", Command: "wtx log"}}}
+	}
+	if check != nil {
+		if err := check(); err != nil {
+			return err
+		}
 	}
 	if err := s.settle(ctx, StateDropped); err != nil {
 		return err

@@ -1,0 +1,71 @@
+package semantic
+
+import (
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+)
+
+// T-008, tried from outside: a person's review under way while a flow
+// action would drop the stage.
+
+// t8ReviewRace: a person runs a command in a stage kept for review, which
+// writes their own file once told to; meanwhile the run is abandoned (or
+// the step skipped). It returns the action's exit status and the stage's
+// state and paths once the person's command has ended.
+func t8ReviewRace(t *testing.T, e *flowEnv, name string, action ...string) (int, string, []string) {
+	// The step's stage, as the step left it: the person's review is the
+	// command below.
+	if err := os.WriteFile(filepath.Join(e.ws, "a.txt"), []byte("a\n\n\n\n\nz\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, r := e.flowJSON(nil, "flow", "run", e.file(name+".toml", reviewFlow), "--name", name)
+	if out.Run.Status != "review" || r.code != 0 {
+		t.Fatalf("flow run: %s (exit %d)\n%s", out.Run.Status, r.code, r.stderr)
+	}
+	tx := out.Run.Steps[0].Attempts[0].Result.StageID
+	goFile := filepath.Join(e.outside, name+".go")
+	c := e.cmd(nil, "run", "--tx", tx, "--", "sh", "-c", "while [ ! -e '"+goFile+"' ]; do sleep 0.05; done; echo late > late.txt")
+	if err := c.Start(); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		if r := e.run(nil, "--json", "status", tx); strings.Contains(r.stdout, `"running":true`) {
+			break
+		} else if time.Now().After(deadline) {
+			t.Fatalf("the person's run never held the stage: %s", r.stdout)
+		}
+	}
+	a := e.cmd(nil, action...)
+	if err := a.Start(); err != nil {
+		t.Fatal(err)
+	}
+	// Long enough for the action to check the stage and wait on it.
+	time.Sleep(1500 * time.Millisecond)
+	if err := os.WriteFile(goFile, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_ = c.Wait() // its exit status does not matter: the stage does
+	_ = a.Wait() // the exit status is in ProcessState
+	state, paths := stageHolds(t, e, tx)
+	return a.ProcessState.ExitCode(), state, paths
+}
+
+func TestT_008_AttackDropWhileReviewRuns(t *testing.T) {
+	t.Parallel()
+	e := newFlowEnv(t, false)
+	for _, action := range [][]string{{"flow", "abandon", "ab"}, {"flow", "resume", "sk", "--skip"}} {
+		code, state, paths := t8ReviewRace(t, e, action[2], action...)
+		if code != 2 || state != "open" || !slices.Contains(paths, "late.txt") {
+			t.Errorf("%v while a person's command ran in the reviewed stage: exit %d, the stage %s holding %v; want exit 2 and the stage open with late.txt", action, code, state, paths)
+		}
+	}
+	// Negative control: checked before the command wrote, dropped after.
+	e = newFlowEnv(t, true, "WTX_DISABLE=flow-review-race")
+	if code, state, _ := t8ReviewRace(t, e, "nc", "flow", "abandon", "nc"); code != 0 || state != "dropped" {
+		t.Fatalf("control: with flow-review-race off abandon should wait and drop the person's file: exit %d, stage %s", code, state)
+	}
+}
