@@ -874,6 +874,13 @@ func (w *Workspace) execStep(ctx context.Context, run *FlowRun, n, attempt int, 
 func (w *Workspace) applyStep(ctx context.Context, run string, n, attempt int, st *Stage, step *FlowStep, res *StepResult, created time.Time, progress func(StepStatus), reviewed bool) (bool, error) {
 	rec := &flowStepRecord{RunID: run, Step: n, Attempt: attempt, Status: StepDone, StatusNum: int(StepDone), CreatedAt: created, Result: *res}
 	opts := ApplyOptions{Approve: step.Approve, flowStep: rec}
+	if reviewed {
+		approve, err := st.reviewedApproval(ctx, step, res)
+		if err != nil {
+			return false, err
+		}
+		opts.Approve = approve
+	}
 	if step.Kind == StepAgent {
 		// What an agent proposed lands on its own authority (T-003): never
 		// a protected path, whatever the flow file says.
@@ -935,7 +942,9 @@ func (w *Workspace) applyReviewed(ctx context.Context, run *FlowRun, n int, a *S
 	case st == nil || st.State() == StateDropped:
 		return w.execStep(ctx, run, n, a.Attempt+1, opts)
 	case st.State() == StateApplied || st.State() == StateEmpty:
-		// Applied by hand after the review: the step is behind the run.
+		// Applied by hand after the review: the step is behind the run,
+		// and so is the refusal of an earlier resume.
+		res.Error, res.Repairs = nil, nil
 		if ops, err := st.ops(ctx); err == nil && len(ops) > 0 {
 			res.OpID = ops[len(ops)-1]
 		}

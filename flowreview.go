@@ -110,6 +110,24 @@ func firstChangedPath(cs *ChangeSet) string {
 	return quote.Path(cs.Changes[0].Path)
 }
 
+// reviewedApproval is whether a resume's apply of a stage its step kept for
+// review approves protected paths: the flow file's approve covers what the
+// step's command left, so only while the stage holds exactly that (its
+// change-set digest is the one the step recorded). Anything written into
+// it since (a person's edits, an agent's write, a rebase) was approved by
+// no one yet: a person applies it with approval, and a resume then records
+// the step done.
+func (s *Stage) reviewedApproval(ctx context.Context, step *FlowStep, res *StepResult) (bool, error) {
+	if !step.Approve || failpoint.Disabled("flow-review-approve") {
+		return step.Approve, nil
+	}
+	cs, err := s.Changes(ctx, nil)
+	if err != nil {
+		return false, err
+	}
+	return res != nil && res.ChangesetDigest != "" && cs.Digest == res.ChangesetDigest, nil
+}
+
 // dropReviewed drops the stage step n's attempt a kept for review, for
 // action (skipping the step, abandoning the run), only while it holds
 // exactly what the step left: checked under the stage's locks, and refused

@@ -69,3 +69,48 @@ func TestT_008_AttackDropWhileReviewRuns(t *testing.T) {
 		t.Fatalf("control: with flow-review-race off abandon should wait and drop the person's file: exit %d, stage %s", code, state)
 	}
 }
+
+// t8AgentInReview: a flow step that approves its protected paths (it
+// writes .git/description) stops for review; an agent on a default server
+// writes a git hook into the stage under review; a person resumes. It
+// returns the resume's exit status and what the hook holds.
+func t8AgentInReview(t *testing.T, e *flowEnv) (int, string) {
+	mustWrite(t, filepath.Join(e.ws, ".git", "hooks", "pre-commit"), t3HookOld)
+	f := e.file("ap.toml", `version = 1
+[[steps]]
+name = "gen"
+kind = "run"
+command = ["sh", "-c", "echo b > a.txt; echo described > .git/description"]
+approve = true
+on_success = "review"
+`)
+	out, r := e.flowJSON(nil, "flow", "run", f, "--name", "ap")
+	if out.Run.Status != "review" || r.code != 0 {
+		t.Fatalf("flow run: %s (exit %d)\n%s", out.Run.Status, r.code, r.stderr)
+	}
+	tx := out.Run.Steps[0].Attempts[0].Result.StageID
+	s := startMCP(t, e.bin, e.ws, e.state, nil)
+	if w := s.call("write", map[string]any{"tx": tx, "path": ".git/hooks/pre-commit", "content": t3HookNew}); w.IsError {
+		t.Fatalf("the agent's write into the review stage: %s", w.text())
+	}
+	_, r = e.flowJSON(nil, "flow", "resume", "ap")
+	data, _ := os.ReadFile(filepath.Join(e.ws, ".git", "hooks", "pre-commit"))
+	return r.code, string(data)
+}
+
+func TestT_008_AttackAgentEditInApprovedReview(t *testing.T) {
+	t.Parallel()
+	e := newFlowEnv(t, false)
+	if code, hook := t8AgentInReview(t, e); code != 1 || hook != t3HookOld {
+		t.Fatalf("a resume of an approving step's review stage an agent wrote a hook into: exit %d, hook %q; want exit 1 (refused) and the hook as it was", code, hook)
+	}
+	if _, err := os.Stat(filepath.Join(e.ws, ".git", "description")); err == nil {
+		t.Error("the refused resume applied the step's own change")
+	}
+	// Negative control: the flow file's approval covers what the agent
+	// added, and the hook lands.
+	e = newFlowEnv(t, true, "WTX_DISABLE=flow-review-approve")
+	if code, hook := t8AgentInReview(t, e); code != 0 || hook != t3HookNew {
+		t.Fatalf("control: with flow-review-approve off the hook should land: exit %d, hook %q", code, hook)
+	}
+}
