@@ -114,3 +114,23 @@ func TestT_008_AttackAgentEditInApprovedReview(t *testing.T) {
 		t.Fatalf("control: with flow-review-approve off the hook should land: exit %d, hook %q", code, hook)
 	}
 }
+
+// TestT_008_AttackKilledResumeKeepsEdits: a resume that applies a stage
+// kept for review, holding the reviewer's own file, is killed at points of
+// its apply and of the step's record; the next resume ends the run done
+// with the reviewer's file in the workspace, never dropped or lost.
+func TestT_008_AttackKilledResumeKeepsEdits(t *testing.T) {
+	t.Parallel()
+	for _, point := range []string{"apply:journaled", "apply:committed", "flow:applied"} {
+		e := newFlowEnv(t, true)
+		reviewed(t, e, "k")
+		if r := e.run([]string{"WTX_FAILPOINT=" + point}, "flow", "resume", "k"); r.code != 137 && r.code != -1 {
+			t.Fatalf("%s: the resume was not killed: exit %d %s", point, r.code, r.stderr)
+		}
+		out, r := e.flowJSON(nil, "flow", "resume", "k")
+		mine, err := os.ReadFile(filepath.Join(e.ws, "mine.txt"))
+		if out.Run.Status != "done" || r.code != 0 || err != nil || string(mine) != "the reviewer's own\n" {
+			t.Errorf("killed at %s, the next resume: %s (exit %d), mine.txt %q (%v); want done with the reviewer's file", point, out.Run.Status, r.code, mine, err)
+		}
+	}
+}
