@@ -463,7 +463,7 @@ func (w *Workspace) AbandonFlow(ctx context.Context, ref string) (*FlowRun, erro
 				return nil, err
 			}
 		case a != nil && a.Status == StepStarted:
-			if err := w.dropStepStage(ctx, run.ID, i, a); err != nil {
+			if err := w.dropStepStageChecked(ctx, run.ID, i, a, func(st *Stage) error { return checkFlowOnly(ctx, run, i, st) }); err != nil {
 				return nil, err
 			}
 		}
@@ -532,6 +532,12 @@ func stepStageName(run string, step, attempt int) string {
 // dropStepStage drops the open stage an attempt left, waiting a little for
 // a killed run's supervisor to end.
 func (w *Workspace) dropStepStage(ctx context.Context, run string, step int, a *StepAttempt) error {
+	return w.dropStepStageChecked(ctx, run, step, a, nil)
+}
+
+// dropStepStageChecked is dropStepStage, refused when check, asked under
+// the stage's locks, fails.
+func (w *Workspace) dropStepStageChecked(ctx context.Context, run string, step int, a *StepAttempt, check func(*Stage) error) error {
 	ref := a.StageID
 	if ref == "" {
 		ref = stepStageName(run, step, a.Attempt)
@@ -546,9 +552,16 @@ func (w *Workspace) dropStepStage(ctx context.Context, run string, step int, a *
 	if st.State() != StateOpen {
 		return nil
 	}
+	if err := w.authorize(ActionDrop, false); err != nil {
+		return err
+	}
+	var under func() error
+	if check != nil {
+		under = func() error { return check(st) }
+	}
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		err := st.Drop(ctx)
+		err := st.dropChecked(ctx, under)
 		if err == nil {
 			return nil
 		}
@@ -616,7 +629,7 @@ func (w *Workspace) continueLocked(ctx context.Context, id string, opts FlowOpti
 		// An attempt found started was interrupted: whatever its stage
 		// holds goes (an apply that committed was recorded with it).
 		if a != nil && a.Status == StepStarted {
-			if err := w.dropStepStage(ctx, id, n, a); err != nil {
+			if err := w.dropStepStageChecked(ctx, id, n, a, func(st *Stage) error { return checkFlowOnly(ctx, run, n, st) }); err != nil {
 				return nil, err
 			}
 			if err := w.putStep(ctx, id, n, a.Attempt, StepInterrupted, a.Result, a.Created); err != nil {
@@ -769,6 +782,7 @@ func (w *Workspace) execStep(ctx context.Context, run *FlowRun, n, attempt int, 
 		return true, w.failStep(ctx, run.ID, n, attempt, res, created, nil, err, progress)
 	}
 	res.StageID, res.BaseDigest = st.ID(), st.BaseDigest()
+	st.flowAttempt = begin.Name
 	if err := w.db.SetFlowRunBase(ctx, run.ID, st.BaseDigest()); err != nil {
 		return false, AsError(err)
 	}

@@ -12,6 +12,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/wtx-dev/wtx/internal/failpoint"
@@ -157,4 +158,33 @@ func (w *Workspace) dropReviewed(ctx context.Context, run *FlowRun, n int, a *St
 		return err
 	}
 	return st.dropChecked(ctx, func() error { return w.checkReviewUntouched(ctx, run, n, a, action) })
+}
+
+// checkFlowOnly refuses to drop st, the stage an interrupted attempt of
+// step n of run left, when it holds an op the run did not make: a
+// person's (or an agent's) edit made after the kill, which a resume would
+// drop to run the step again (T-008). Every op the run makes names its
+// attempt (TxOp.Flow).
+func checkFlowOnly(ctx context.Context, run *FlowRun, n int, st *Stage) error {
+	if failpoint.Disabled("flow-keep-edited") {
+		return nil
+	}
+	ops, err := st.TxOps(ctx)
+	if err != nil {
+		return err
+	}
+	prefix := "flow." + strings.TrimPrefix(run.ID, "run-") + "."
+	for _, op := range ops {
+		if strings.HasPrefix(op.Flow, prefix) {
+			continue
+		}
+		return &Error{Code: CodeChangedSinceReview,
+			Message: fmt.Sprintf("step %s of %s was interrupted, and its stage %s holds op %d (%s) that the run did not make; resuming would drop it to run the step again: nothing was done",
+				quote.Text(run.Steps[n].Name), run.ID, st.ID(), op.Seq, op.Kind),
+			Repairs: []Repair{
+				{Action: RepairReview, Detail: "look at what the stage holds", Stage: st.ID()},
+				{Action: RepairRestage, Detail: "drop it yourself if its changes are not wanted, then resume", Stage: st.ID()},
+			}}
+	}
+	return nil
 }

@@ -171,7 +171,7 @@ func (s *Stage) Run(ctx context.Context, argv []string, opts RunOptions) (*RunRe
 	// The run is an op of the stage too, recorded before the command
 	// starts so that a killed wtx leaves a trace of it; once the command
 	// ended it records what the command changed (checkpoint.go).
-	op := TxOp{Kind: "run", Argv: append([]string(nil), argv...), Files: []TxFile{}, Status: RunRunning, Created: s.ws.now().UTC()}
+	op := TxOp{Kind: "run", Argv: append([]string(nil), argv...), Files: []TxFile{}, Status: RunRunning, Created: s.ws.now().UTC(), Flow: s.flowAttempt}
 	var rec FileResult
 	if err := s.recordTxOp(ctx, op, &rec, nil); err != nil {
 		v.Close()

@@ -97,6 +97,9 @@ type Stage struct {
 	cfg     stageConfig
 	exclude tree.Selectors
 	protect tree.Selectors
+	// flowAttempt names the flow step attempt this Stage value stages for
+	// (its stage's name); every op it records carries it (TxOp.Flow).
+	flowAttempt string
 	// live are the project file's protects as the gate last read them
 	// (liveProtection), besides those the stage opened with.
 	live tree.Selectors

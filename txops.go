@@ -54,6 +54,9 @@ type TxOp struct {
 	// its change to the view is made; an op found pending is one whose wtx
 	// was stopped halfway, which the next command settles (fileop.go).
 	Pending *TxIntent `json:"pending,omitempty"`
+	// Flow names the flow step attempt that made the op (its stage's
+	// name), empty for an op a person or an agent made.
+	Flow string `json:"flow,omitempty"`
 }
 
 // Statuses of a run op.
@@ -273,7 +276,7 @@ func readOp(path string, side *Side) TxOp {
 
 // Write stages data as the content of path.
 func (s *Stage) Write(ctx context.Context, path string, data []byte, opts WriteOptions) (*FileResult, error) {
-	op := TxOp{Kind: "write", Argv: []string{"write", path}, ExpectHash: opts.ExpectHash}
+	op := TxOp{Kind: "write", Argv: []string{"write", path}, ExpectHash: opts.ExpectHash, Flow: s.flowAttempt}
 	return s.change(ctx, path, op, opts.ExpectHash, func(before []byte, exists bool) ([]byte, error) { return data, nil }, opts.Perm)
 }
 
@@ -283,7 +286,7 @@ func (s *Stage) Edit(ctx context.Context, path, old, new string, all bool, expec
 	if old == "" {
 		return nil, errorf(CodeUsage, "edit %s: --old must not be empty", path)
 	}
-	op := TxOp{Kind: "edit", Argv: []string{"edit", path}, Old: old, New: new, All: all, ExpectHash: expectHash}
+	op := TxOp{Kind: "edit", Argv: []string{"edit", path}, Old: old, New: new, All: all, ExpectHash: expectHash, Flow: s.flowAttempt}
 	return s.change(ctx, path, op, expectHash, func(before []byte, exists bool) ([]byte, error) {
 		if !exists {
 			return nil, errorf(CodeFileNotFound, "edit %s: no such file in stage %s", quote.Path(path), s.ID())
@@ -294,7 +297,7 @@ func (s *Stage) Edit(ctx context.Context, path, old, new string, all bool, expec
 
 // Remove deletes path from the stage.
 func (s *Stage) Remove(ctx context.Context, path string, expectHash string) (*FileResult, error) {
-	op := TxOp{Kind: "rm", Argv: []string{"rm", path}, ExpectHash: expectHash}
+	op := TxOp{Kind: "rm", Argv: []string{"rm", path}, ExpectHash: expectHash, Flow: s.flowAttempt}
 	return s.change(ctx, path, op, expectHash, func(before []byte, exists bool) ([]byte, error) {
 		if !exists {
 			return nil, errorf(CodeFileNotFound, "rm %s: no such file in stage %s", quote.Path(path), s.ID())
@@ -441,6 +444,9 @@ func (s *Stage) fileOpError(path string, err error) error {
 
 // recordTxOp numbers op and stores it (with extra, in one transaction).
 func (s *Stage) recordTxOp(ctx context.Context, op TxOp, res *FileResult, extra func(tx *state.Txn, seq int) error) error {
+	if op.Flow == "" {
+		op.Flow = s.flowAttempt
+	}
 	if op.Created.IsZero() {
 		op.Created = s.ws.now().UTC()
 	}
@@ -753,6 +759,7 @@ func (s *Stage) refreshAndRead(ctx context.Context, v stage.View, fo stage.FileO
 		}
 	}
 	op := readOp(path, rf.side)
+	op.Flow = s.flowAttempt
 	in, err := newIntent(side, rf.side)
 	if err != nil {
 		return nil, err

@@ -134,3 +134,40 @@ func TestT_008_AttackKilledResumeKeepsEdits(t *testing.T) {
 		}
 	}
 }
+
+// t8Interrupted: a run step is killed after its command ran, before its
+// apply; a person writes their own file into the stage it left; a resume
+// follows. It returns the resume's exit status and the stage's state and
+// paths after it.
+func t8Interrupted(t *testing.T, e *flowEnv) (int, string, []string) {
+	f := e.file("int.toml", "version = 1\n[[steps]]\nname = \"gen\"\nkind = \"run\"\ncommand = [\"sh\", \"-c\", \"echo out > out.txt\"]\nidempotent = true\n")
+	if r := e.run([]string{"WTX_FAILPOINT=flow:staged"}, "flow", "run", f, "--name", "int"); r.code != -1 && r.code != 137 {
+		t.Fatalf("the run was not killed: exit %d %s", r.code, r.stderr)
+	}
+	show, _ := e.flowJSON(nil, "flow", "show", "int")
+	a := show.Run.Steps[0].Attempts
+	if len(a) != 1 || a[0].Result == nil || a[0].Result.StageID == "" {
+		t.Fatalf("the killed attempt names no stage: %+v", show.Run)
+	}
+	tx := a[0].Result.StageID
+	c := e.cmd(nil, "write", "--tx", tx, "mine.txt")
+	c.Stdin = strings.NewReader("mine\n")
+	if msg, err := c.CombinedOutput(); err != nil {
+		t.Fatalf("the person's write: %v\n%s", err, msg)
+	}
+	r := e.run(nil, "flow", "resume", "int")
+	state, paths := stageHolds(t, e, tx)
+	return r.code, state, paths
+}
+
+func TestT_008_AttackResumeKeepsEditsOfInterruptedStep(t *testing.T) {
+	t.Parallel()
+	if code, state, paths := t8Interrupted(t, newFlowEnv(t, true)); code != 2 || state != "open" || !slices.Contains(paths, "mine.txt") {
+		t.Fatalf("a resume over an interrupted step's stage holding a person's file: exit %d, the stage %s holding %v; want exit 2 and the stage open with mine.txt", code, state, paths)
+	}
+	// Negative control: the resume drops the stage, the person's file with
+	// it, and runs the step again.
+	if code, state, _ := t8Interrupted(t, newFlowEnv(t, true, "WTX_DISABLE=flow-keep-edited")); code != 0 || state != "dropped" {
+		t.Fatalf("control: with flow-keep-edited off the resume should drop the stage: exit %d, stage %s", code, state)
+	}
+}
