@@ -773,6 +773,9 @@ func (w *Workspace) execStep(ctx context.Context, run *FlowRun, n, attempt int, 
 			err = errorf(CodeStageSettled, "the state after step %s of fork %s is gone (its stage %s is %s)", run.Steps[n-1].Name, run.ID, from.ID(), from.State())
 		}
 		if err == nil {
+			err = checkLineageOwn(ctx, run, n, from)
+		}
+		if err == nil {
 			st, err = from.Fork(ctx, ForkOptions{Name: begin.Name})
 		}
 	default:

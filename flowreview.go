@@ -169,22 +169,52 @@ func checkFlowOnly(ctx context.Context, run *FlowRun, n int, st *Stage) error {
 	if failpoint.Disabled("flow-keep-edited") {
 		return nil
 	}
-	ops, err := st.TxOps(ctx)
-	if err != nil {
+	op, err := foreignOp(ctx, run, st)
+	if err != nil || op == nil {
 		return err
 	}
-	prefix := "flow." + strings.TrimPrefix(run.ID, "run-") + "."
-	for _, op := range ops {
-		if strings.HasPrefix(op.Flow, prefix) {
-			continue
-		}
-		return &Error{Code: CodeChangedSinceReview,
-			Message: fmt.Sprintf("step %s of %s was interrupted, and its stage %s holds op %d (%s) that the run did not make; resuming would drop it to run the step again: nothing was done",
-				quote.Text(run.Steps[n].Name), run.ID, st.ID(), op.Seq, op.Kind),
-			Repairs: []Repair{
-				{Action: RepairReview, Detail: "look at what the stage holds", Stage: st.ID()},
-				{Action: RepairRestage, Detail: "drop it yourself if its changes are not wanted, then resume", Stage: st.ID()},
-			}}
+	return &Error{Code: CodeChangedSinceReview,
+		Message: fmt.Sprintf("step %s of %s was interrupted, and its stage %s holds op %d (%s) that the run did not make; resuming would drop it to run the step again: nothing was done",
+			quote.Text(run.Steps[n].Name), run.ID, st.ID(), op.Seq, op.Kind),
+		Repairs: []Repair{
+			{Action: RepairReview, Detail: "look at what the stage holds", Stage: st.ID()},
+			{Action: RepairRestage, Detail: "drop it yourself if its changes are not wanted, then resume", Stage: st.ID()},
+		}}
+}
+
+// checkLineageOwn refuses to carry a fork's line, the stage from that
+// keeps the state after step n-1, into step n when it holds an op the run
+// did not make: written into by someone else (a person, an agent), it
+// would land as part of step n, under the step's approval and nobody's
+// review.
+func checkLineageOwn(ctx context.Context, run *FlowRun, n int, from *Stage) error {
+	if failpoint.Disabled("flow-lineage-own") {
+		return nil
 	}
-	return nil
+	op, err := foreignOp(ctx, run, from)
+	if err != nil || op == nil {
+		return err
+	}
+	return &Error{Code: CodeChangedSinceReview,
+		Message: fmt.Sprintf("stage %s, which keeps fork %s's state for step %s, holds op %d (%s) that the run did not make; it would land as part of the step: the step does not run",
+			from.ID(), run.ID, quote.Text(run.Steps[n].Name), op.Seq, op.Kind),
+		Repairs: []Repair{
+			{Action: RepairReview, Detail: "look at what the stage holds", Stage: from.ID()},
+			{Action: "drop-op", Detail: fmt.Sprintf("take op %d and those after it out of the stage, then resume", op.Seq), Stage: from.ID()},
+		}}
+}
+
+// foreignOp is the first op of st that run did not make, or nil.
+func foreignOp(ctx context.Context, run *FlowRun, st *Stage) (*TxOp, error) {
+	ops, err := st.TxOps(ctx)
+	if err != nil {
+		return nil, err
+	}
+	prefix := "flow." + strings.TrimPrefix(run.ID, "run-") + "."
+	for i := range ops {
+		if !strings.HasPrefix(ops[i].Flow, prefix) {
+			return &ops[i], nil
+		}
+	}
+	return nil, nil
 }

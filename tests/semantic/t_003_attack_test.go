@@ -4,6 +4,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/wtx-dev/wtx/internal/wtxtest"
@@ -88,5 +89,66 @@ func TestT_003_AttackProtectAddedLater(t *testing.T) {
 	// Negative control: judged by what the stage opened with, both land.
 	if apply, undo, k, j = t3ProtectLater(t, true); apply.IsError || undo.IsError || k != "agent\n" || j != "j\n" {
 		t.Fatalf("control: with live-protect off both should land (conf/k %q, conf/j %q): %s %s", k, j, apply.text(), undo.text())
+	}
+}
+
+// t3ForkLine: a fork of a flow stops for review after its first forked
+// step; an agent on a default server writes a git hook into the stage that
+// keeps the fork's line; a person resumes, and the next step, which
+// approves its own protected write, runs from that line. It returns what
+// the hook holds.
+func t3ForkLine(t *testing.T, e *flowEnv) string {
+	mustWrite(t, filepath.Join(e.ws, ".git", "hooks", "pre-commit"), t3HookOld)
+	mustWrite(t, filepath.Join(e.ws, "a.txt"), "a\n")
+	f := e.file("fl.toml", `version = 1
+[[steps]]
+name = "s1"
+kind = "run"
+command = ["sh", "-c", "echo 1 >> a.txt"]
+[[steps]]
+name = "s2"
+kind = "run"
+command = ["sh", "-c", "echo 2 >> a.txt"]
+on_success = "review"
+[[steps]]
+name = "s3"
+kind = "run"
+command = ["sh", "-c", "echo 3 > .git/description"]
+approve = true
+`)
+	e.run(nil, "flow", "run", f, "--name", "orig")
+	e.run(nil, "flow", "resume", "orig")
+	out, _ := e.flowJSON(nil, "flow", "fork", "orig", "--at", "s1", "--name", "fk")
+	if out.Run.Status != "review" {
+		t.Fatalf("the fork should stop for review at s2: %+v", out.Run)
+	}
+	s := startMCP(t, e.bin, e.ws, e.state, nil)
+	var l struct {
+		Stages []struct{ Tx, Name, State string }
+	}
+	s.call("list", map[string]any{}).decode(t, &l)
+	line := ""
+	for _, st := range l.Stages {
+		if strings.Contains(st.Name, ".after") && st.State == "open" {
+			line = st.Tx
+		}
+	}
+	if w := s.call("write", map[string]any{"tx": line, "path": ".git/hooks/pre-commit", "content": t3HookNew}); line == "" || w.IsError {
+		t.Fatalf("the agent's write into the fork's line %q: %s", line, w.text())
+	}
+	e.run(nil, "flow", "resume", "fk")
+	data, _ := os.ReadFile(filepath.Join(e.ws, ".git", "hooks", "pre-commit"))
+	return string(data)
+}
+
+func TestT_003_AttackAgentWriteInForkLine(t *testing.T) {
+	t.Parallel()
+	if hook := t3ForkLine(t, newFlowEnv(t, false)); hook != t3HookOld {
+		t.Fatalf("an agent's write into a fork's line landed with the next step: the hook holds %q", hook)
+	}
+	// Negative control: the line is carried as it is, the agent's hook
+	// with it, under the step's approval.
+	if hook := t3ForkLine(t, newFlowEnv(t, true, "WTX_DISABLE=flow-lineage-own")); hook != t3HookNew {
+		t.Fatalf("control: with flow-lineage-own off the hook should land, holds %q", hook)
 	}
 }
