@@ -23,6 +23,7 @@ import (
 	"github.com/pelletier/go-toml/v2"
 
 	"github.com/wtx-dev/wtx/internal/failpoint"
+	"github.com/wtx-dev/wtx/internal/fsx"
 	"github.com/wtx-dev/wtx/internal/quote"
 	"github.com/wtx-dev/wtx/internal/tree"
 )
@@ -73,8 +74,32 @@ func LoadProject(root string) (*ProjectFile, error) {
 // is owned by someone other than the caller or root, or when every user
 // may write the file or replace it, unless the caller trusts the
 // workspace (Options.SafeDirectories) (T-004).
+//
+// The file is reached beneath the workspace's root, opened and checked to
+// be the directory Open found (openRoot), never by its path: the gate
+// reads it in the middle of an apply.
 func (w *Workspace) Project() (*ProjectFile, error) {
-	return loadProject(w.path, func(p string, fi fs.FileInfo) error { return w.trust.checkProject(w.path, p, fi) })
+	root, err := w.openRoot()
+	if err != nil {
+		return nil, AsError(err)
+	}
+	defer root.Close()
+	p := filepath.Join(w.path, ProjectFileName)
+	f, err := root.OpenFile(ProjectFileName, os.O_RDONLY, 0)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return nil, nil
+	case errors.Is(err, fsx.ErrSymlink):
+		return nil, projectFileError(p, 0, "is a symbolic link; the project file must be a regular file at the workspace root")
+	case errors.Is(err, fsx.ErrCrossDevice):
+		return nil, projectFileError(p, 0, "is mounted from another file system; the project file must be a regular file of the workspace")
+	case errors.Is(err, fsx.ErrNotRegular):
+		return nil, projectFileError(p, 0, "is not a regular file")
+	case err != nil:
+		return nil, &Error{Code: CodeProjectFile, Message: fmt.Sprintf("project file %s: %v", quote.Path(p), err), Err: err}
+	}
+	defer f.Close()
+	return readProject(p, f, func(p string, fi fs.FileInfo) error { return w.trust.checkProject(w.path, p, fi) })
 }
 
 // loadProject is LoadProject with check run on the opened file before it
@@ -92,6 +117,12 @@ func loadProject(root string, check func(p string, fi fs.FileInfo) error) (*Proj
 		return nil, &Error{Code: CodeProjectFile, Message: fmt.Sprintf("project file %s: %v", quote.Path(p), err), Err: err}
 	}
 	defer f.Close()
+	return readProject(p, f, check)
+}
+
+// readProject reads the project file p open as f, with check run on it
+// before it is read.
+func readProject(p string, f *os.File, check func(p string, fi fs.FileInfo) error) (*ProjectFile, error) {
 	fi, err := f.Stat()
 	if err != nil {
 		return nil, AsError(err)
