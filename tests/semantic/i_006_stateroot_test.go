@@ -14,7 +14,8 @@ import (
 // state root inside it is refused (precondition.state-in-workspace) as it
 // is through the workspace's own path; otherwise a copy stage copies the
 // state root into itself and an apply writes into wtx's own state. The
-// negative control (identity by path only) must let it through.
+// negative control (identity by path only, and the mount check of T-001
+// off) must let it through.
 func TestI006_StateRootThroughAlias(t *testing.T) {
 	for _, disable := range []bool{false, true} {
 		name := "identity"
@@ -27,7 +28,7 @@ func TestI006_StateRootThroughAlias(t *testing.T) {
 			fp := *e
 			fp.bin = wtxtest.Binary(t, true)
 			if disable {
-				fp.env = []string{"WTX_DISABLE=identity"}
+				fp.env = []string{"WTX_DISABLE=identity,state-apart-mounts"}
 			}
 			if r := fp.runIn(e.ws, nil, "list"); r.code != 1 || !strings.Contains(r.stderr, "inside the workspace") {
 				t.Fatalf("through the workspace's own path: want the refusal, got %v", r)

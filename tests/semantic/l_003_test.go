@@ -108,7 +108,8 @@ func TestL003_InsideStage(t *testing.T) {
 
 // TestL003_NegativeControl switches the inside-stage check off (the
 // failpoint build, WTX_DISABLE=inside-stage, with the read-only state root
-// off too) and shows what it prevents: on every backend (the view is at
+// off too, and the mount check that keeps the state root apart from the
+// workspace) and shows what it prevents: on every backend (the view is at
 // the workspace's own path, T-002), wtx apply of another stage from inside
 // a view applies into the view, settles that stage, and its write never
 // reaches the workspace.
@@ -123,7 +124,7 @@ func TestL003_NegativeControl(t *testing.T) {
 			// The state root is read-only inside a view (L-006), which
 			// alone stops this apply: it is left writable here, to show
 			// what the inside-stage check stops by itself.
-			e.env = append(e.env, "WTX_DISABLE=inside-stage,confine-state")
+			e.env = append(e.env, "WTX_DISABLE=inside-stage,confine-state,state-apart-mounts")
 			e.must("begin", "--backend", backend, "--name", "a")
 			cmd := exec.Command(e.bin, "-C", e.ws, "write", "f.txt", "--tx", "a")
 			cmd.Env = append(append(os.Environ(), "WTX_STATE_DIR="+e.st), e.env...)
