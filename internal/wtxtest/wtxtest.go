@@ -1,5 +1,5 @@
 // Package wtxtest holds what the test suites that drive the wtx binary
-// share: building the binary once per test process and describing a tree
+// share: building the binary once for all of them and describing a tree
 // completely so that two trees can be compared exactly.
 package wtxtest
 
@@ -13,16 +13,21 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 )
 
 var (
 	buildMu sync.Mutex
 	built   = map[bool]string{}
+	touched = map[bool]time.Time{}
 )
 
 // Binary returns the path of a wtx binary: $WTX_BIN (or, with failpoints,
-// $WTX_FAILPOINT_BIN) when set, else one built once per test process from
-// this module (with the wtxfailpoint tag when failpoints is set).
+// $WTX_FAILPOINT_BIN) when set, else one built from this module (with the
+// wtxfailpoint tag when failpoints is set). The build is shared by every
+// test process of one machine and user that asks for the same module
+// sources and build settings (see sharedBuild), so the packages of one
+// `go test ./...` build it once between them.
 func Binary(t testing.TB, failpoints bool) string {
 	t.Helper()
 	env := "WTX_BIN"
@@ -35,28 +40,43 @@ func Binary(t testing.TB, failpoints bool) string {
 	buildMu.Lock()
 	defer buildMu.Unlock()
 	if p, ok := built[failpoints]; ok {
-		return p
+		if time.Since(touched[failpoints]) < time.Minute {
+			return p
+		}
+		if keepFresh(p) {
+			touched[failpoints] = time.Now()
+			return p
+		}
 	}
 	root, err := moduleRoot()
 	if err != nil {
 		t.Fatal(err)
 	}
-	dir, err := os.MkdirTemp("", "wtxbin-")
+	out, err := sharedBuild(root, failpoints)
 	if err != nil {
-		t.Fatal(err)
+		t.Fatalf("build wtx (set %s to use a prebuilt one): %v", env, err)
 	}
-	out := filepath.Join(dir, "wtx")
+	built[failpoints], touched[failpoints] = out, time.Now()
+	return out
+}
+
+// buildArgs are the arguments of the go command that builds wtx.
+func buildArgs(out string, failpoints bool) []string {
 	args := []string{"build", "-o", out}
 	if failpoints {
 		args = append(args, "-tags", "wtxfailpoint")
 	}
-	cmd := exec.Command("go", append(args, "./cmd/wtx")...)
+	return append(args, "./cmd/wtx")
+}
+
+// goBuild builds wtx from the module at root into out.
+func goBuild(root, out string, failpoints bool) error {
+	cmd := exec.Command("go", buildArgs(out, failpoints)...)
 	cmd.Dir = root
 	if msg, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("build wtx (set %s to use a prebuilt one): %v\n%s", env, err, msg)
+		return fmt.Errorf("%v\n%s", err, msg)
 	}
-	built[failpoints] = out
-	return out
+	return nil
 }
 
 func moduleRoot() (string, error) {
