@@ -181,12 +181,30 @@ func mmapWhileRunning(t *testing.T, backend string, failpoint bool, env ...strin
 	if err != nil || len(staged) != 1 {
 		t.Fatalf("staged f: %v %v", staged, err)
 	}
-	run := exec.Command(wtxtest.Binary(t, failpoint), "-C", ws, "run", "--tx", "s", "--", "sleep", "2")
+	// The command says when it runs and then waits until the test lets it
+	// end, however slowly the machine goes.
+	sig := t.TempDir()
+	running, done := filepath.Join(sig, "running"), filepath.Join(sig, "done")
+	run := exec.Command(wtxtest.Binary(t, failpoint), "-C", ws, "run", "--tx", "s", "--",
+		"sh", "-c", `: > "$1"; while [ ! -e "$2" ]; do sleep 0.01; done`, "sh", running, done)
 	run.Env = append(append(os.Environ(), "WTX_STATE_DIR="+state), env...)
 	if err := run.Start(); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(700 * time.Millisecond) // the command runs
+	ended := make(chan error, 1)
+	go func() { ended <- run.Wait() }()
+	t.Cleanup(func() {
+		_ = os.WriteFile(done, nil, 0o644) // lets a command left by a failed test end
+	})
+	for waiting := true; waiting; {
+		select {
+		case err := <-ended:
+			t.Fatalf("wtx run --tx ended before its command said it runs: %v", err)
+		case <-time.After(10 * time.Millisecond):
+			_, err := os.Stat(running)
+			waiting = err != nil
+		}
+	}
 	fd, err := syscall.Open(staged[0], syscall.O_RDWR, 0)
 	if err != nil {
 		t.Fatal(err)
@@ -205,7 +223,10 @@ func mmapWhileRunning(t *testing.T, backend string, failpoint bool, env ...strin
 	if err := syscall.Munmap(m); err != nil {
 		t.Fatal(err)
 	}
-	if err := run.Wait(); err != nil {
+	if err := os.WriteFile(done, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-ended; err != nil {
 		t.Fatalf("wtx run --tx: %v", err)
 	}
 	return stagedDigest(t, wtx("status", "--json", "s"), "f")
