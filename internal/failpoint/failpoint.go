@@ -9,6 +9,10 @@
 //	                         sleep DUR at every hit of the point name (to
 //	                         widen a window a concurrent process must not
 //	                         slip into)
+//	WTX_FAILPOINT_HOLD=name@DIR
+//	                         at each hit of the point name, make
+//	                         DIR/reached and wait until DIR/release exists
+//	                         (a test acts at the point, then lets it go on)
 //	WTX_TALLY=FILE           append one line per counted operation (Tally)
 //	                         to FILE, without making it a crash point
 //	WTX_FAILPOINT_ACTION=shutdown:DIR

@@ -5,6 +5,7 @@ package failpoint
 import (
 	"fmt"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -41,6 +42,7 @@ func Hit(name string) {
 			}
 		}
 	}
+	hold(name)
 	arm := os.Getenv("WTX_FAILPOINT")
 	if arm == "" {
 		return
@@ -92,5 +94,24 @@ func Tally(name string) {
 	if out, err := os.OpenFile(f, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600); err == nil {
 		fmt.Fprintln(out, name)
 		_ = out.Close() // a count for a test; a lost line shows as a lower count
+	}
+}
+
+// hold stops at the point WTX_FAILPOINT_HOLD=name@DIR names: it makes
+// DIR/reached, then waits until DIR/release exists, so that a test acts
+// while the command stands at the point however slowly either runs.
+func hold(name string) {
+	point, dir, ok := strings.Cut(os.Getenv("WTX_FAILPOINT_HOLD"), "@")
+	if !ok || point != name {
+		return
+	}
+	if f, err := os.OpenFile(filepath.Join(dir, "reached"), os.O_WRONLY|os.O_CREATE, 0o600); err == nil {
+		_ = f.Close() // the file's existence is the signal
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "release")); err == nil {
+			return
+		}
+		time.Sleep(2 * time.Millisecond)
 	}
 }

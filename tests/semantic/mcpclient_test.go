@@ -13,6 +13,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/wtx-dev/wtx/internal/wtxtest"
 )
 
 // mcpServer is 'wtx mcp' driven line by line over its stdin and stdout, as
@@ -100,15 +102,15 @@ func startMCP(t *testing.T, bin, ws, state string, env []string, args ...string)
 		in.Close()
 		select {
 		case <-s.exited:
-		case <-time.After(10 * time.Second):
+		case <-time.After(wtxtest.Patience(t)):
 			_ = cmd.Process.Kill() // a server that outlived its input; the test has failed already or fails below
 			<-s.exited
-			t.Errorf("wtx mcp did not end within 10s of its input closing; stderr:\n%s", s.stderr.String())
+			t.Errorf("wtx mcp did not end after its input closed; stderr:\n%s", s.stderr.String())
 		}
 	})
 	id := s.request("initialize", map[string]any{"protocolVersion": "2025-06-18", "capabilities": map[string]any{},
 		"clientInfo": map[string]any{"name": "semantic", "version": "1"}})
-	if r := s.await(id, 10*time.Second); r.Error != nil {
+	if r := s.await(id, wtxtest.Patience(t)); r.Error != nil {
 		t.Fatalf("initialize: %+v", r.Error)
 	}
 	s.notify("notifications/initialized", map[string]any{})
@@ -254,7 +256,7 @@ func (s *mcpServer) result(id int, d time.Duration) toolResult {
 
 func (s *mcpServer) call(tool string, args any) toolResult {
 	s.t.Helper()
-	return s.result(s.callAsync(tool, args), 30*time.Second)
+	return s.result(s.callAsync(tool, args), wtxtest.Patience(s.t))
 }
 
 // rawCall sends a tools/call whose arguments are the given JSON text
@@ -265,7 +267,7 @@ func (s *mcpServer) rawCall(tool string, args []byte) toolResult {
 	line := fmt.Appendf(nil, `{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":%q,"arguments":`, s.nextID, tool)
 	line = append(append(line, args...), "}}"...)
 	s.sendLine(line)
-	return s.result(s.nextID, 30*time.Second)
+	return s.result(s.nextID, wtxtest.Patience(s.t))
 }
 
 // ping checks that the server still answers.
@@ -274,7 +276,7 @@ func (s *mcpServer) ping() bool {
 	id := s.request("ping", map[string]any{})
 	want := fmt.Sprint(id)
 	for {
-		r, ok := s.next(10 * time.Second)
+		r, ok := s.next(wtxtest.Patience(s.t))
 		if !ok {
 			return false
 		}

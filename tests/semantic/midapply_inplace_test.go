@@ -5,7 +5,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"testing"
-	"time"
 
 	"github.com/wtx-dev/wtx/internal/wtxtest"
 )
@@ -29,11 +28,12 @@ func inPlaceEditMidApply(t *testing.T, env ...string) (int, string) {
 		t.Fatalf("wtx run: %v", r)
 	}
 	apply := exec.Command(wtxtest.Binary(t, true), "-C", ws, "apply", "s")
-	apply.Env = append(append(os.Environ(), "WTX_STATE_DIR="+state, "WTX_FAILPOINT_PAUSE=apply:journaled:1500ms"), env...)
+	hold, held := wtxtest.NewHold(t, "apply:journaled")
+	apply.Env = append(append(append(os.Environ(), "WTX_STATE_DIR="+state), held...), env...)
 	if err := apply.Start(); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(500 * time.Millisecond) // inside the pause
+	hold.Wait(t, apply.Process)
 	w, err := os.OpenFile(f, os.O_WRONLY, 0)
 	if err != nil {
 		t.Fatal(err)
@@ -45,6 +45,7 @@ func inPlaceEditMidApply(t *testing.T, env ...string) (int, string) {
 	if err := os.Chtimes(f, old.ModTime(), old.ModTime()); err != nil {
 		t.Fatal(err)
 	}
+	hold.Release()
 	code := 0
 	if err := apply.Wait(); err != nil {
 		ee, ok := err.(*exec.ExitError)
@@ -85,25 +86,21 @@ func TestNewDirectoryMovedOutMidLand(t *testing.T) {
 		t.Fatalf("wtx run: %v", r)
 	}
 	apply := exec.Command(wtxtest.Binary(t, true), "-C", ws, "apply", "s")
-	apply.Env = append(os.Environ(), "WTX_STATE_DIR="+state, "WTX_FAILPOINT_PAUSE=apply:landed:1500ms")
+	hold, held := wtxtest.NewHold(t, "apply:landed")
+	apply.Env = append(append(os.Environ(), "WTX_STATE_DIR="+state), held...)
 	if err := apply.Start(); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		if _, err := os.Stat(filepath.Join(ws, "n", "a")); err == nil {
-			break // the first landed; the apply pauses there
-		}
-		if time.Now().After(deadline) {
-			_ = apply.Process.Kill() // the test fails below either way
-			t.Fatal("no new file landed")
-		}
-		time.Sleep(5 * time.Millisecond)
+	hold.Wait(t, apply.Process) // the first landed; the apply stands there
+	if _, err := os.Stat(filepath.Join(ws, "n", "a")); err != nil {
+		_ = apply.Process.Kill() // the test fails here either way
+		t.Fatalf("no new file landed: %v", err)
 	}
 	moved := filepath.Join(outside, "n")
 	if err := os.Rename(filepath.Join(ws, "n"), moved); err != nil {
 		t.Fatal(err)
 	}
+	hold.Release()
 	if err := apply.Wait(); err == nil {
 		t.Error("the apply succeeded while its new directory was moved out of the workspace")
 	}

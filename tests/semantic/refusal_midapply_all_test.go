@@ -8,7 +8,6 @@ import (
 	"path/filepath"
 	"slices"
 	"testing"
-	"time"
 
 	"github.com/wtx-dev/wtx/internal/wtxtest"
 )
@@ -42,7 +41,8 @@ func midApplyConflicts(t *testing.T, control bool) []string {
 		t.Fatalf("wtx run: %v", r)
 	}
 	apply := exec.Command(wtxtest.Binary(t, true), "-C", ws, "--json", "apply", "s")
-	apply.Env = append(os.Environ(), "WTX_STATE_DIR="+state, "WTX_FAILPOINT_PAUSE=apply:temp-prepared:700ms")
+	hold, held := wtxtest.NewHold(t, "apply:temp-prepared")
+	apply.Env = append(append(os.Environ(), "WTX_STATE_DIR="+state), held...)
 	if control {
 		apply.Env = append(apply.Env, "WTX_DISABLE=all-changed")
 	}
@@ -53,22 +53,17 @@ func midApplyConflicts(t *testing.T, control bool) []string {
 	}
 	// Once the apply put its first temporary file, its checks are done:
 	// change two of its paths behind it.
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		if m, _ := filepath.Glob(filepath.Join(ws, ".wtx-tmp-*")); len(m) > 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			_ = apply.Process.Kill() // the test fails here either way
-			t.Fatal("the apply put no temporary file in the workspace")
-		}
-		time.Sleep(5 * time.Millisecond)
+	hold.Wait(t, apply.Process)
+	if m, _ := filepath.Glob(filepath.Join(ws, ".wtx-tmp-*")); len(m) == 0 {
+		_ = apply.Process.Kill() // the test fails here either way
+		t.Fatal("the apply put no temporary file in the workspace")
 	}
 	for _, f := range []string{"f1", "f3"} {
 		if err := os.WriteFile(filepath.Join(ws, f), []byte("outside\n"), 0o644); err != nil {
 			t.Fatal(err)
 		}
 	}
+	hold.Release()
 	_ = apply.Wait() // its exit status is checked below
 	if code := apply.ProcessState.ExitCode(); code != 2 {
 		t.Fatalf("apply exited %d, want 2 (refused): %s", code, out.String())

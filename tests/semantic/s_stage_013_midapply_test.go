@@ -5,7 +5,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"testing"
-	"time"
 
 	"github.com/wtx-dev/wtx/internal/wtxtest"
 )
@@ -32,21 +31,16 @@ func TestS_STAGE_013_DirectoryReplacedMidApply(t *testing.T) {
 		t.Fatalf("wtx run: %v", r)
 	}
 	apply := exec.Command(wtxtest.Binary(t, true), "-C", ws, "apply", "s")
-	apply.Env = append(os.Environ(), "WTX_STATE_DIR="+state, "WTX_FAILPOINT_PAUSE=apply:temp-prepared:1500ms")
+	hold, held := wtxtest.NewHold(t, "apply:temp-prepared")
+	apply.Env = append(append(os.Environ(), "WTX_STATE_DIR="+state), held...)
 	if err := apply.Start(); err != nil {
 		t.Fatal(err)
 	}
 	// Once the first temporary file is in d, replace d by a link.
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		if m, _ := filepath.Glob(filepath.Join(d, ".wtx-tmp-*")); len(m) > 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			_ = apply.Process.Kill() // the test fails below either way
-			t.Fatal("the apply put no temporary file in d")
-		}
-		time.Sleep(5 * time.Millisecond)
+	hold.Wait(t, apply.Process)
+	if m, _ := filepath.Glob(filepath.Join(d, ".wtx-tmp-*")); len(m) == 0 {
+		_ = apply.Process.Kill() // the test fails here either way
+		t.Fatal("the apply put no temporary file in d")
 	}
 	moved := filepath.Join(ws, "d.moved")
 	if err := os.Rename(d, moved); err != nil {
@@ -55,6 +49,7 @@ func TestS_STAGE_013_DirectoryReplacedMidApply(t *testing.T) {
 	if err := os.Symlink(elsewhere, d); err != nil {
 		t.Fatal(err)
 	}
+	hold.Release()
 	err := apply.Wait()
 	if err := os.Remove(d); err != nil {
 		t.Fatal(err)
