@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 )
 
@@ -94,11 +95,26 @@ type modelOp struct {
 // must disagree somewhere. (In a failpoint build, WTX_DISABLE=authority
 // or receipt-protected makes the real gate disagree with the true model.)
 func TestT_003_GateAgainstModel(t *testing.T) {
+	var mu sync.Mutex
 	stats := map[string]int{}
-	for seed := uint64(1); seed <= 4; seed++ {
-		if bad := gateHistory(t, seed, gateModel, stats); bad != "" {
-			t.Fatalf("seed %d: %s", seed, bad)
+	t.Run("model", func(t *testing.T) {
+		for seed := uint64(1); seed <= 4; seed++ {
+			t.Run(fmt.Sprint(seed), func(t *testing.T) {
+				t.Parallel()
+				own := map[string]int{}
+				if bad := gateHistory(t, seed, gateModel, own); bad != "" {
+					t.Fatalf("seed %d: %s", seed, bad)
+				}
+				mu.Lock()
+				defer mu.Unlock()
+				for k, n := range own {
+					stats[k] += n
+				}
+			})
 		}
+	})
+	if t.Failed() {
+		return
 	}
 	if stats[CodeProtected] == 0 || stats["undo of undo"] == 0 || stats["ok"] == 0 {
 		t.Errorf("histories too plain: %v", stats)
