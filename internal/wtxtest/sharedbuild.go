@@ -44,8 +44,8 @@ func sharedDir() string {
 
 // sharedBuild returns the path of a wtx binary built from the module at
 // root, building it unless a test process of this user already did from
-// the same sources and settings. One build runs at a time per key, under
-// a lock; others wait for it and take its result. Without a shared
+// the same sources and settings. One build runs at a time, under a lock;
+// others wait for it and take its result. Without a shared
 // directory it builds into a directory of its own, as before.
 func sharedBuild(root string, failpoints bool) (string, error) {
 	return sharedBuildIn(sharedDir(), root, failpoints)
@@ -63,7 +63,10 @@ func sharedBuildIn(dir, root string, failpoints bool) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	lock, err := os.OpenFile(filepath.Join(dir, key+".lock"), os.O_CREATE|os.O_RDWR, 0o600)
+	// One lock for every build: the second build (the failpoint one, say)
+	// then finds the packages the first compiled in the build cache,
+	// where two at once would compile each of them twice.
+	lock, err := os.OpenFile(filepath.Join(dir, "build.lock"), os.O_CREATE|os.O_RDWR, 0o600)
 	if err != nil {
 		return "", err
 	}
@@ -117,7 +120,7 @@ func prune(dir, keep string) {
 	}
 	for _, e := range entries {
 		name := e.Name()
-		if name == keep || name == keep+".lock" {
+		if name == keep || name == "build.lock" {
 			continue
 		}
 		info, err := e.Info()
