@@ -266,7 +266,7 @@ func check(t *testing.T, ws string, results [][]round, extLog []extEdit) outcome
 }
 
 func TestC_006_ConcurrentAppliesLoseNoWrite(t *testing.T) {
-	procs, rounds := 8, 25
+	procs, rounds := 8, 12
 	if soak() {
 		rounds = 2000
 	}
@@ -284,7 +284,7 @@ func TestC_006_ConcurrentAppliesLoseNoWrite(t *testing.T) {
 // TestC_006_NegativeControlNoCAS runs the same harness with the
 // compare-and-swap check switched off: it must lose external edits.
 func TestC_006_NegativeControlNoCAS(t *testing.T) {
-	procs, rounds := 4, 25
+	procs, rounds := 4, 12
 	o := harness(t, wtxtest.Binary(t, true), []string{"WTX_DISABLE=cas"}, procs, rounds)
 	t.Logf("negative control (cas disabled), %d processes x %d rounds: %d applied, %d refused; %d of %d external edits lost; %d other violations",
 		procs, rounds, o.applied, o.refused, len(o.lostExternal), o.ext, len(o.violations))

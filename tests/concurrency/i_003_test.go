@@ -374,7 +374,7 @@ func lostImages(t testing.TB, e env, state string) []string {
 // removes what another workspace's applies, undos, crashes and recoveries
 // need (I-003).
 func TestI_003_GCSeesEveryWorkspace(t *testing.T) {
-	cycles := 30
+	cycles := 15
 	if soak() {
 		cycles = 600
 	}

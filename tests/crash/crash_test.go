@@ -91,7 +91,7 @@ func changeSets(normal, long int) int {
 // TestCrashAtEveryPoint crashes the apply of each random change set at
 // every one of its crash points and checks the recovery (C-005, L2).
 func TestCrashAtEveryPoint(t *testing.T) {
-	n := changeSets(8, 1000)
+	n := changeSets(5, 1000)
 	var tl tally
 	t.Run("sets", func(t *testing.T) {
 		for seed := 1; seed <= n; seed++ {
