@@ -27,7 +27,7 @@ func NewHold(t testing.TB, point string) (*Hold, []string) {
 
 // Wait waits until the command p has reached the point. It fails the test
 // when p ends first, or when the test's patience runs out.
-func (h *Hold) Wait(t *testing.T, p *os.Process) {
+func (h *Hold) Wait(t testing.TB, p *os.Process) {
 	t.Helper()
 	deadline := time.Now().Add(Patience(t))
 	for {
@@ -72,8 +72,12 @@ func (h *Hold) Release() {
 // before the test binary's deadline, so that a slow or busy machine makes
 // the test slower and never fails it, and a hang still fails with what it
 // waited for.
-func Patience(t *testing.T) time.Duration {
-	dl, ok := t.Deadline()
+func Patience(t testing.TB) time.Duration {
+	var dl time.Time
+	ok := false
+	if d, is := t.(interface{ Deadline() (time.Time, bool) }); is {
+		dl, ok = d.Deadline()
+	}
 	if !ok {
 		return 10 * time.Minute
 	}

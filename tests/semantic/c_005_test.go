@@ -52,6 +52,7 @@ func (e *stateEnv) crashAfterCommit(point, tx string, args ...string) {
 // (WTX_DISABLE=settle-forward) the stage stays open with the landed change
 // still listed, as before.
 func TestC005_RollForwardSettlesStage(t *testing.T) {
+	t.Parallel()
 	t.Run("whole", func(t *testing.T) {
 		for _, point := range []string{"apply:committed", "apply:recorded", "apply:settled"} {
 			e := newStateEnv(t)

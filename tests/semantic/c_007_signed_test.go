@@ -212,6 +212,7 @@ func publicPEM(t *testing.T, pub ed25519.PublicKey) string {
 // fails even when the forger's own key is the one given to --key. A bare
 // receipt shows as unsigned, not valid.
 func TestC007_SignedReceiptTamper(t *testing.T) {
+	t.Parallel()
 	e := newStateEnv(t)
 	s := newSignedEnv(t, e)
 	if r := s.verify(s.env); r.code != 0 || !strings.Contains(r.stdout, "is valid") {
@@ -332,6 +333,7 @@ func slicesHas(v any, want string) bool {
 // with the PEM public key 'wtx receipt key' prints, exactly as the README
 // says; a changed payload fails the same check.
 func TestC007_IndependentVerifier(t *testing.T) {
+	t.Parallel()
 	openssl, err := exec.LookPath("openssl")
 	if err != nil {
 		t.Skipf("openssl is not installed: %v", err)
@@ -391,6 +393,7 @@ openssl pkeyutl -verify -pubin -inkey key.pem -rawin -in pae.bin -sigfile sig.bi
 // stage (two runs, a refused apply, the apply), oldest first, each signed
 // and each verifying.
 func TestC007_ReceiptAll(t *testing.T) {
+	t.Parallel()
 	e := newStateEnv(t)
 	tx := e.stage("echo one > one.txt")
 	e.must("run", "--tx", tx, "--", "sh", "-c", "echo two > two.txt")
@@ -462,6 +465,7 @@ func TestC007_ReceiptAll(t *testing.T) {
 // disclaimer lost an entry, digest recomputed and re-signed, verifies with
 // the forger's key. Each must, or the test above proves nothing.
 func TestC007_SignedNegativeControl(t *testing.T) {
+	t.Parallel()
 	e := newStateEnv(t)
 	s := newSignedEnv(t, e)
 	fp := *e

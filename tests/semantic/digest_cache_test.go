@@ -83,6 +83,7 @@ func digestCacheCase(t *testing.T, backend string, failpoint bool, env ...string
 // tuple check off (WTX_DISABLE=digest-cache) status gives the old digest,
 // which shows the test sees the cache.
 func TestDigestCacheFollowsInPlaceEdits(t *testing.T) {
+	t.Parallel()
 	bin := wtxtest.Binary(t, false)
 	backends := []string{"copy"}
 	if reason := overlayUsable(t, bin); reason == "" {
@@ -113,6 +114,7 @@ func TestDigestCacheFollowsInPlaceEdits(t *testing.T) {
 // never trusts it for the file now, and the apply is refused (exit 2)
 // with the edit kept.
 func TestDigestCacheKeepsDrift(t *testing.T) {
+	t.Parallel()
 	bin := wtxtest.Binary(t, false)
 	backends := []string{"copy"}
 	if reason := overlayUsable(t, bin); reason == "" {
@@ -239,6 +241,7 @@ func mmapWhileRunning(t *testing.T, backend string, failpoint bool, env ...strin
 // view lock ignored (WTX_DISABLE=digest-cache-busy) the status keeps it and
 // the next one reports the stale digest.
 func TestDigestCacheKeepsNothingWhileACommandRuns(t *testing.T) {
+	t.Parallel()
 	bin := wtxtest.Binary(t, false)
 	backends := []string{"copy"}
 	if reason := overlayUsable(t, bin); reason == "" {

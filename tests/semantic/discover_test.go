@@ -75,6 +75,7 @@ func discoverCase(t *testing.T, parentOpen, failpoints bool, env ...string) (lan
 // Negative control: WTX_DISABLE=discover-nearest lets a parent with open
 // stages capture the repository, and the protected write lands.
 func TestDiscoverNearestBoundary(t *testing.T) {
+	t.Parallel()
 	for _, open := range []bool{true, false} {
 		landed, ws := discoverCase(t, open, false)
 		if landed || !strings.HasSuffix(strings.Fields(ws + " x")[0], "/repo") {

@@ -13,6 +13,7 @@ import (
 // usage.invalid with nothing written, never resolved by picking one of
 // them (the MCP tools refuse the same).
 func TestI001BatchOneFormPerField(t *testing.T) {
+	t.Parallel()
 	ws, state := t.TempDir(), t.TempDir()
 	if err := os.WriteFile(filepath.Join(ws, "e.txt"), []byte("old text\n"), 0o644); err != nil {
 		t.Fatal(err)

@@ -13,6 +13,7 @@ import (
 // selector; the hunks land on exactly that file. wtx diff --hunks --path
 // takes the same selector.
 func TestI001HunksLiteralSelector(t *testing.T) {
+	t.Parallel()
 	ws, state := t.TempDir(), t.TempDir()
 	name := "h\xff[1]*"
 	sel := "h\xff\\[1]\\*"

@@ -31,6 +31,7 @@ func replaced(t *testing.T, dir string) []string {
 }
 
 func TestI001MCPInvalidUTF8Refused(t *testing.T) {
+	t.Parallel()
 	bin := wtxtest.Binary(t, false)
 	ws, state := mcpWorkspace(t, map[string]string{"a.txt": "a\n"})
 	s := startMCP(t, bin, ws, state, nil)
@@ -82,6 +83,7 @@ func TestI001MCPInvalidUTF8Refused(t *testing.T) {
 }
 
 func TestI001MCPByteSafeFields(t *testing.T) {
+	t.Parallel()
 	for _, backend := range []string{"copy", "auto"} {
 		t.Run(backend, func(t *testing.T) { mcpByteSafe(t, backend) })
 	}

@@ -462,6 +462,7 @@ func sorted(s []string) []string {
 // TestI001_PropertyAllByteNames runs the property over seeded cases and
 // reports how many cases, steps and violations there were.
 func TestI001_PropertyAllByteNames(t *testing.T) {
+	t.Parallel()
 	if _, err := os.Stat("/bin/sh"); err != nil {
 		t.Skip("no /bin/sh: the property drives commands through sh")
 	}
@@ -522,6 +523,7 @@ func overlayUsable(t *testing.T, bin string) string {
 // plain JSON strings again (WTX_DISABLE=names in a failpoint build): it
 // must find violations, which proves it can.
 func TestI001_PropertyNegativeControl(t *testing.T) {
+	t.Parallel()
 	bin := wtxtest.Binary(t, true)
 	var found []string
 	for seed := uint64(1); seed <= 2; seed++ {

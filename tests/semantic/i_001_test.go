@@ -137,6 +137,7 @@ func nmOK(t testing.TB, r wtxResult, what string) {
 // named \xff writes the pre-image into \xff, and no file named U+FFFD
 // appears.
 func TestI001_UndoRestoresTheExactName(t *testing.T) {
+	t.Parallel()
 	e := newNameEnv(t, wtxtest.Binary(t, false))
 	nmWrite(t, filepath.Join(e.ws, "\xff"), "old")
 	r := e.wtx(nil, "run", "--backend", "copy", "--json", "--", "sh", "-c", `printf new > "$1"`, "sh", "\xff")
@@ -160,6 +161,7 @@ func TestI001_UndoRestoresTheExactName(t *testing.T) {
 // TestI001_DropOpRestoresTheExactPath: drop-op puts back the staged state of
 // the very path the dropped op touched.
 func TestI001_DropOpRestoresTheExactPath(t *testing.T) {
+	t.Parallel()
 	e := newNameEnv(t, wtxtest.Binary(t, false))
 	nmWrite(t, filepath.Join(e.ws, "d\xff"), "base")
 	nmWrite(t, filepath.Join(e.ws, "d\uFFFD"), "twin")
@@ -203,6 +205,7 @@ func nmMap(t testing.TB, out string) map[string]any {
 // copy backend and, where it works, on overlay (which keeps the paths an
 // exclude hides in its own configuration).
 func TestI001_SelectorsMatchBytes(t *testing.T) {
+	t.Parallel()
 	bin := wtxtest.Binary(t, false)
 	backends := []string{"copy"}
 	if reason := overlayUsable(t, bin); reason == "" {
@@ -253,6 +256,7 @@ func checkSelectorBytes(t *testing.T, bin, backend string) {
 // string is refused (usage.invalid) with nothing written; *_b64 fields carry
 // any bytes; a literal U+FFFD is an ordinary character.
 func TestI001_BatchNeverSubstitutes(t *testing.T) {
+	t.Parallel()
 	e := newNameEnv(t, wtxtest.Binary(t, false))
 	nmWrite(t, filepath.Join(e.ws, "e\xfe"), "keep OLD\xff here")
 	for _, line := range []string{
@@ -288,6 +292,7 @@ func TestI001_BatchNeverSubstitutes(t *testing.T) {
 // TestI001_JSONAnswersCarryExactNames: every answer naming a non-UTF-8 path
 // gives its exact bytes in path_b64, and the path field stays valid UTF-8.
 func TestI001_JSONAnswersCarryExactNames(t *testing.T) {
+	t.Parallel()
 	e := newNameEnv(t, wtxtest.Binary(t, false))
 	r := e.wtx(nil, "run", "--backend", "copy", "--json", "--", "sh", "-c", `printf a > "$1"; ln -s "$1" "$2"`, "sh", "n\xff", "l\xfe")
 	nmOK(t, r, "run")
@@ -334,6 +339,7 @@ func TestI001_JSONAnswersCarryExactNames(t *testing.T) {
 // stages, runs and applies on every backend that works here (overlay once
 // refused it: its configuration no longer matched the workspace).
 func TestI001_WorkspacePathNotUTF8(t *testing.T) {
+	t.Parallel()
 	bin := wtxtest.Binary(t, false)
 	backends := []string{"copy"}
 	if reason := overlayUsable(t, bin); reason == "" {

@@ -109,6 +109,7 @@ func jsonField(t *testing.T, r wtxResult, field string) string {
 // damaged in the store (same size, other bytes): the undo is io.corrupt,
 // and the workspace keeps exactly what it had.
 func TestI_002_UndoOfDamagedPreImage(t *testing.T) {
+	t.Parallel()
 	ws, state := t.TempDir(), filepath.Join(t.TempDir(), "state")
 	before := []byte("the original content\n")
 	if err := os.WriteFile(filepath.Join(ws, "f"), before, 0o644); err != nil {
@@ -142,6 +143,7 @@ func TestI_002_UndoOfDamagedPreImage(t *testing.T) {
 // store (an earlier op) but damaged; the apply stores it again, which
 // replaces the damaged object, and what lands is the staged content.
 func TestI_002_ApplyHealsDamagedObject(t *testing.T) {
+	t.Parallel()
 	ws, state := t.TempDir(), filepath.Join(t.TempDir(), "state")
 	content := []byte("content staged twice\n")
 	if err := os.WriteFile(filepath.Join(ws, "f"), content, 0o644); err != nil {
@@ -163,6 +165,7 @@ func TestI_002_ApplyHealsDamagedObject(t *testing.T) {
 // TestI_002_DropOpOfDamagedContent: drop-op restores a staged file from a
 // damaged object: io.corrupt, and the view keeps what it had.
 func TestI_002_DropOpOfDamagedContent(t *testing.T) {
+	t.Parallel()
 	ws, state := t.TempDir(), filepath.Join(t.TempDir(), "state")
 	if err := os.WriteFile(filepath.Join(ws, "f"), []byte("base\n"), 0o644); err != nil {
 		t.Fatal(err)

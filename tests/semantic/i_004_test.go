@@ -17,6 +17,7 @@ var umask0 = []string{"sh", "-c", `umask 000; exec "$@"`, "sh"}
 // private whatever the umask: directories 0700, files 0600 (objects 0400),
 // the database's -wal and -shm files too.
 func TestI004_PrivateUnderAnyUmask(t *testing.T) {
+	t.Parallel()
 	e := newStateEnv(t)
 	e.st = filepath.Join(e.st, "nested", "wtx")
 	// The command lists the database files while wtx holds them open.
@@ -51,6 +52,7 @@ func TestI004_PrivateUnderAnyUmask(t *testing.T) {
 // by someone (0755, a 0644 database, a 0777 directory) is made private by the
 // next command.
 func TestI004_LooseStateRootTightened(t *testing.T) {
+	t.Parallel()
 	e := newStateEnv(t)
 	e.stage("echo b > b.txt")
 	for p, m := range map[string]os.FileMode{"": 0o755, "wtx.db": 0o644, "stages": 0o777, "workspaces": 0o755} {
@@ -74,6 +76,7 @@ func TestI004_LooseStateRootTightened(t *testing.T) {
 // someone else is refused as precondition.state-unsafe, naming the path, the
 // owner and the mode, before anything is written in it.
 func TestI004_ForeignStateRootRefused(t *testing.T) {
+	t.Parallel()
 	e := newStateEnv(t)
 	if os.Geteuid() == 0 {
 		// A directory of another user that anyone may write to.
@@ -133,6 +136,7 @@ func TestI004_ForeignStateRootRefused(t *testing.T) {
 // TestI004_ForeignEntryRefused checks I-004 for an entry of the state root:
 // a database file another user owns is refused, not used.
 func TestI004_ForeignEntryRefused(t *testing.T) {
+	t.Parallel()
 	if os.Geteuid() != 0 {
 		t.Skip("needs root to give a file to another user")
 	}
@@ -150,6 +154,7 @@ func TestI004_ForeignEntryRefused(t *testing.T) {
 // TestI004_StateRootReadOnly checks that a state root on a read-only mount
 // is reported as io.read-only (not internal) by every command, even list.
 func TestI004_StateRootReadOnly(t *testing.T) {
+	t.Parallel()
 	unshare, err := exec.LookPath("unshare")
 	if err != nil {
 		t.Skip("no unshare: cannot make a read-only bind mount here")
@@ -169,6 +174,7 @@ func TestI004_StateRootReadOnly(t *testing.T) {
 // TestI004_StateRootUnwritable checks that a state root its owner cannot
 // write (chmod 0500) is reported as io.permission by every command.
 func TestI004_StateRootUnwritable(t *testing.T) {
+	t.Parallel()
 	if os.Geteuid() == 0 {
 		t.Skip("root writes a 0500 directory anyway: the ordinary-user pass covers this")
 	}

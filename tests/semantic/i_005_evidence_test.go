@@ -57,6 +57,7 @@ func (e *stateEnv) completedThenDamaged() (tx, journalPath string) {
 // WTX_DISABLE=journal-evidence) recovery claims nothing reached the
 // workspace, as it did before.
 func TestI005_DamagedJournalAfterCompletedApply(t *testing.T) {
+	t.Parallel()
 	t.Run("refused", func(t *testing.T) {
 		e := newStateEnv(t)
 		tx, journal := e.completedThenDamaged()

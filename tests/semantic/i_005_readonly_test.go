@@ -11,6 +11,7 @@ import (
 // io.read-only; it never reports the database as damaged, which would offer
 // 'wtx fsck --reinit' (setting a sound history aside) as the repair.
 func TestI005FsckReadOnlyStateRoot(t *testing.T) {
+	t.Parallel()
 	e := newStateEnv(t)
 	if r := e.runIn(e.ws, nil, "run", "--backend", "copy", "--", "sh", "-c", "echo b > a.txt"); r.code != 0 {
 		t.Fatalf("wtx run: %v", r)

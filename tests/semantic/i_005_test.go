@@ -74,6 +74,7 @@ func (e *stateEnv) applied() string {
 // was lost and a repair, by every command, and never re-created; fsck
 // reports it; fsck --reinit sets the rest aside and starts anew.
 func TestI005_DatabaseMissing(t *testing.T) {
+	t.Parallel()
 	e := newStateEnv(t)
 	e.applied()
 	for _, n := range []string{"wtx.db", "wtx.db-wal", "wtx.db-shm"} {
@@ -110,6 +111,7 @@ func TestI005_DatabaseMissing(t *testing.T) {
 // TestI005_DatabaseEmpty checks I-005: a database truncated to zero length
 // is io.corrupt, not an empty history.
 func TestI005_DatabaseEmpty(t *testing.T) {
+	t.Parallel()
 	e := newStateEnv(t)
 	e.applied()
 	if err := os.Truncate(filepath.Join(e.st, "wtx.db"), 0); err != nil {
@@ -127,6 +129,7 @@ func TestI005_DatabaseEmpty(t *testing.T) {
 // with garbage are found by fsck's integrity check (or refused when the
 // file is opened), reported as io.corrupt.
 func TestI005_DatabaseDamaged(t *testing.T) {
+	t.Parallel()
 	e := newStateEnv(t)
 	e.applied()
 	p := filepath.Join(e.st, "wtx.db")
@@ -154,6 +157,7 @@ func TestI005_DatabaseDamaged(t *testing.T) {
 // missing post-image of an op are found by fsck, each naming the op that
 // needs it, with a code and a repair; nothing is re-created.
 func TestI005_BlobDamaged(t *testing.T) {
+	t.Parallel()
 	e := newStateEnv(t)
 	op := e.applied()
 	objs, err := filepath.Glob(filepath.Join(e.st, "objects", "*", "*"))
@@ -199,6 +203,7 @@ func objectOf(t *testing.T, st, content string) string {
 // TestI005_StateRootModes checks that fsck reports what is not private
 // (I-004) and --repair makes it private.
 func TestI005_StateRootModes(t *testing.T) {
+	t.Parallel()
 	e := newStateEnv(t)
 	e.applied()
 	obj := objectOf(t, e.st, "b\n")
@@ -223,6 +228,7 @@ func TestI005_StateRootModes(t *testing.T) {
 // TestI005_StageOrphans checks fsck's stage checks both ways: a stage
 // directory no record names, and an open stage whose directory is gone.
 func TestI005_StageOrphans(t *testing.T) {
+	t.Parallel()
 	e := newStateEnv(t)
 	tx := e.stage("echo new > a.txt")
 	dir := filepath.Join(e.st, "stages", tx)
@@ -241,6 +247,7 @@ func TestI005_StageOrphans(t *testing.T) {
 // the journal, and every apply is refused as refusal.interrupted-apply until
 // a person puts the workspace right and sets the journal aside.
 func TestI005_JournalDamagedAfterTouch(t *testing.T) {
+	t.Parallel()
 	e := newStateEnv(t)
 	e.stage("echo new > a.txt")
 	fp := *e
@@ -300,6 +307,7 @@ func TestI005_JournalDamagedAfterTouch(t *testing.T) {
 // that left no trace in the workspace is set aside (kept, reported), and
 // the workspace goes on.
 func TestI005_JournalDamagedUntouched(t *testing.T) {
+	t.Parallel()
 	e := newStateEnv(t)
 	e.stage("echo new > a.txt")
 	fp := *e
@@ -328,6 +336,7 @@ func TestI005_JournalDamagedUntouched(t *testing.T) {
 // reported, the journal kept, and the next recovery finishes the job: a
 // failed chmod is never counted as undone.
 func TestI005_RecoveryStepFails(t *testing.T) {
+	t.Parallel()
 	e := newStateEnv(t)
 	e.stage("chmod 755 a.txt")
 	fp := *e

@@ -17,6 +17,7 @@ import (
 // negative control (identity by path only, and the mount check of T-001
 // off) must let it through.
 func TestI006_StateRootThroughAlias(t *testing.T) {
+	t.Parallel()
 	for _, disable := range []bool{false, true} {
 		name := "identity"
 		if disable {

@@ -104,6 +104,7 @@ func (e *stateEnv) stageVia(ws string) string {
 // apply interrupted through the mount is recovered through the original
 // path). The negative control (identity by path only) must fail it.
 func TestI006_BindMount(t *testing.T) {
+	t.Parallel()
 	for _, disable := range []bool{false, true} {
 		name := "identity"
 		if disable {
@@ -135,6 +136,7 @@ func TestI006_BindMount(t *testing.T) {
 
 // TestI006_Symlink checks I-006 through a symbolic link to the workspace.
 func TestI006_Symlink(t *testing.T) {
+	t.Parallel()
 	e := newStateEnv(t)
 	link := filepath.Join(filepath.Dir(e.ws), "link")
 	if err := os.Symlink(e.ws, link); err != nil {
@@ -151,6 +153,7 @@ func TestI006_Symlink(t *testing.T) {
 // and applied through a bind mount of the workspace as through the path it
 // was opened by. The negative control (identity by path only) must fail it.
 func TestI006_BindMountOverlay(t *testing.T) {
+	t.Parallel()
 	for _, disable := range []bool{false, true} {
 		name := "identity"
 		if disable {

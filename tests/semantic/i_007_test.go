@@ -49,6 +49,7 @@ func checkListing(t *testing.T, what, out string, tabs bool, lines int) {
 // notices and show's diff headers all quote names with control characters;
 // no name can erase or split a line.
 func TestI007_ListingsQuoteNames(t *testing.T) {
+	t.Parallel()
 	e := newNameEnv(t, wtxtest.Binary(t, false))
 	script := `for n in "$@"; do printf 'x\n' > "$n"; done`
 	args := append([]string{"run", "--backend", "copy", "--protect", "**", "--", "sh", "-c", script, "sh"}, hostileNames...)

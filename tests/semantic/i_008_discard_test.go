@@ -84,6 +84,7 @@ func checkDiscardNotice(t *testing.T, e *stateEnv, backend string) bool {
 // under excluded selectors are discarded and said so — run summary,
 // run --json, the run's and the apply's signed receipts.
 func TestI008_DiscardNotice(t *testing.T) {
+	t.Parallel()
 	for _, backend := range []string{"copy", "overlay", "clone"} {
 		t.Run(backend, func(t *testing.T) {
 			e := newStateEnv(t)
@@ -97,6 +98,7 @@ func TestI008_DiscardNotice(t *testing.T) {
 // TestI008_DiscardNoticeMCP checks the same over MCP: the run tool's
 // answer lists left_out and its receipt counts them.
 func TestI008_DiscardNoticeMCP(t *testing.T) {
+	t.Parallel()
 	ws, state := mcpWorkspace(t, map[string]string{"a.txt": "a\n"})
 	s := startMCP(t, wtxtest.Binary(t, false), ws, state, nil)
 	tx := s.beginStage(map[string]any{"exclude": []string{"cache", "*.key"}})
@@ -119,6 +121,7 @@ func TestI008_DiscardNoticeMCP(t *testing.T) {
 // build, WTX_DISABLE=left-out-notice): the writes are still discarded, but
 // silently, and the check above reports it.
 func TestI008_DiscardNoticeNegativeControl(t *testing.T) {
+	t.Parallel()
 	e := newStateEnv(t)
 	e.bin = wtxtest.Binary(t, true)
 	e.env = []string{"WTX_DISABLE=left-out-notice"}

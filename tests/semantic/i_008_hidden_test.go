@@ -17,6 +17,7 @@ import (
 // directories counted again (failpoint build, WTX_DISABLE=copy-up), the
 // command that made nothing shows additions.
 func TestI008_HiddenDirNotAnAddition(t *testing.T) {
+	t.Parallel()
 	if _, err := exec.LookPath("sh"); err != nil {
 		t.Skipf("no sh in PATH: %v", err)
 	}

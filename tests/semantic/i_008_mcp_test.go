@@ -15,6 +15,7 @@ import (
 // apply never writes them.
 
 func TestI008MCPExcludeHolds(t *testing.T) {
+	t.Parallel()
 	bin := wtxtest.Binary(t, false)
 	b64 := func(s string) string { return base64.StdEncoding.EncodeToString([]byte(s)) }
 	ws, state := mcpWorkspace(t, map[string]string{"keep.txt": "keep\n", "old.key": "k\n", "s\xffold": "s\n"})

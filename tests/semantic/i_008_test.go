@@ -20,6 +20,7 @@ import (
 // workspace under an exclude selector after the stage opened is hidden
 // from the command too. Applying the stage never touches an excluded path.
 func TestI008_ExcludeEverywhere(t *testing.T) {
+	t.Parallel()
 	if _, err := exec.LookPath("sh"); err != nil {
 		t.Skipf("no sh in PATH: %v", err)
 	}
@@ -110,6 +111,7 @@ func TestI008_ExcludeEverywhere(t *testing.T) {
 // success that can never land, and on overlay a path created under an
 // exclude selector after the stage opened is visible to the command.
 func TestI008_NegativeControl(t *testing.T) {
+	t.Parallel()
 	if _, err := exec.LookPath("sh"); err != nil {
 		t.Skipf("no sh in PATH: %v", err)
 	}

@@ -135,6 +135,7 @@ func checkL001(t *testing.T, e *lcEnv, control bool) []string {
 // with the pid of the wtx that runs it. Once the run ends, the same
 // commands are accepted.
 func TestL001_RefusedWhileRunning(t *testing.T) {
+	t.Parallel()
 	e := newLCEnv(t, false)
 	for _, v := range checkL001(t, e, false) {
 		t.Error(v)
@@ -144,6 +145,7 @@ func TestL001_RefusedWhileRunning(t *testing.T) {
 // TestL001_NegativeControlNoBusyLock runs the same check with the busy lock
 // switched off: it must find commands that were not refused.
 func TestL001_NegativeControlNoBusyLock(t *testing.T) {
+	t.Parallel()
 	e := newLCEnv(t, true, "WTX_DISABLE=busy")
 	bad := checkL001(t, e, true)
 	t.Logf("negative control (busy lock off): %d violations", len(bad))
@@ -157,6 +159,7 @@ func TestL001_NegativeControlNoBusyLock(t *testing.T) {
 // nothing of the run is left, its run op marked interrupted, and what the
 // command wrote before the kill still staged.
 func TestL001_KilledRunInterrupted(t *testing.T) {
+	t.Parallel()
 	e := newLCEnv(t, false)
 	token := sleepToken()
 	b := e.startRun(token, "--", "sh", "-c", `echo before > k.txt; : > "$MARKS/written"; `+token)
@@ -194,6 +197,7 @@ func TestL001_KilledRunInterrupted(t *testing.T) {
 // and 'receipt verify' accepts it, and refuses it without the interrupted
 // field.
 func TestL001_KilledRunReceiptInterrupted(t *testing.T) {
+	t.Parallel()
 	e := newLCEnv(t, false)
 	tx, r := killedRunReceipt(t, e, false)
 	if r.code != 0 {
@@ -250,6 +254,7 @@ func TestL001_KilledRunReceiptInterrupted(t *testing.T) {
 // receipt off: 'wtx receipt T' then finds none, which the test above
 // would see.
 func TestL001_KilledRunReceiptNegativeControl(t *testing.T) {
+	t.Parallel()
 	e := newLCEnv(t, true, "WTX_DISABLE=interrupted-receipt")
 	tx, r := killedRunReceipt(t, e, true)
 	if r.code == 0 {
@@ -273,7 +278,7 @@ func killedRunReceipt(t *testing.T, e *lcEnv, viaStatus bool) (string, wtxResult
 	}
 	// Free again once every process of the run is gone (wtx receipt does
 	// not wait for it).
-	deadline := time.Now().Add(20 * time.Second)
+	deadline := time.Now().Add(wtxtest.Patience(e.t))
 	for {
 		r := e.run("--json", "receipt", tx)
 		if r.code == 0 || time.Now().After(deadline) || !strings.Contains(r.stdout, "no receipt") {

@@ -18,6 +18,7 @@ import (
 // with -C (found by the stage's supervising process, or the mount). No staged write is lost: after the run, the stage is open
 // with every write, and applying it from outside lands them.
 func TestL003_InsideStage(t *testing.T) {
+	t.Parallel()
 	if _, err := exec.LookPath("sh"); err != nil {
 		t.Skipf("no sh in PATH: %v", err)
 	}
@@ -114,6 +115,7 @@ func TestL003_InsideStage(t *testing.T) {
 // a view applies into the view, settles that stage, and its write never
 // reaches the workspace.
 func TestL003_NegativeControl(t *testing.T) {
+	t.Parallel()
 	if _, err := exec.LookPath("sh"); err != nil {
 		t.Skipf("no sh in PATH: %v", err)
 	}

@@ -99,6 +99,7 @@ func checkSettledFinal(t *testing.T, e *lcEnv, x string) []string {
 // a run --tx stay open), an apply of an empty stage settles it, and drop
 // takes several stages, --empty and --all.
 func TestL004_SettledIsFinal(t *testing.T) {
+	t.Parallel()
 	e := newLCEnv(t, false)
 	for _, v := range checkL004(t, e) {
 		t.Error(v)
@@ -109,6 +110,7 @@ func TestL004_SettledIsFinal(t *testing.T) {
 // settled check of drop switched off: it must find the applied stage
 // rewritten.
 func TestL004_NegativeControlDropRewritesApplied(t *testing.T) {
+	t.Parallel()
 	e := newLCEnv(t, true, "WTX_DISABLE=settled")
 	x := e.answer(e.must("--json", "run", "--", "sh", "-c", "echo x > x.txt")).Tx
 	e.must("apply", x)

@@ -54,6 +54,7 @@ func changers(names []string) []string {
 }
 
 func TestL005ProposeOnlyOffersNoWorkspaceChange(t *testing.T) {
+	t.Parallel()
 	bin := wtxtest.Binary(t, false)
 	ws, state := mcpWorkspace(t, map[string]string{"a.txt": "one\n"})
 
@@ -102,6 +103,7 @@ func TestL005ProposeOnlyOffersNoWorkspaceChange(t *testing.T) {
 }
 
 func TestL005ApproveNeedsAllowApprove(t *testing.T) {
+	t.Parallel()
 	bin := wtxtest.Binary(t, false)
 	ws, state := mcpWorkspace(t, map[string]string{"conf/secret.env": "KEY=1\n", "notes.txt": "n\n"})
 	stageProtected := func(s *mcpServer) string {
@@ -202,6 +204,7 @@ func leftBehind(m string) []string {
 }
 
 func TestL005RunCancelStopsContainer(t *testing.T) {
+	t.Parallel()
 	bin := wtxtest.Binary(t, false)
 	ws, state := mcpWorkspace(t, map[string]string{"a.txt": "a\n"})
 	s := startMCP(t, bin, ws, state, nil)
@@ -229,6 +232,7 @@ func TestL005RunCancelStopsContainer(t *testing.T) {
 }
 
 func TestL005RunTimeout(t *testing.T) {
+	t.Parallel()
 	bin := wtxtest.Binary(t, false)
 	ws, state := mcpWorkspace(t, map[string]string{"a.txt": "a\n"})
 	s := startMCP(t, bin, ws, state, nil)
@@ -273,6 +277,7 @@ func TestL005RunTimeout(t *testing.T) {
 }
 
 func TestL005StdinCloseEndsRuns(t *testing.T) {
+	t.Parallel()
 	bin := wtxtest.Binary(t, false)
 	ws, state := mcpWorkspace(t, map[string]string{"a.txt": "a\n"})
 	s := startMCP(t, bin, ws, state, nil)
@@ -295,6 +300,7 @@ func TestL005StdinCloseEndsRuns(t *testing.T) {
 }
 
 func TestL005MalformedRequestKeepsServing(t *testing.T) {
+	t.Parallel()
 	bin := wtxtest.Binary(t, false)
 	ws, state := mcpWorkspace(t, map[string]string{"a.txt": "a\n"})
 	s := startMCP(t, bin, ws, state, nil)
@@ -337,6 +343,7 @@ func TestL005MalformedRequestKeepsServing(t *testing.T) {
 }
 
 func TestL005OversizedRequestKeepsServing(t *testing.T) {
+	t.Parallel()
 	bin := wtxtest.Binary(t, false)
 	ws, state := mcpWorkspace(t, map[string]string{"a.txt": "a\n"})
 	big := func(s *mcpServer, tx string) []byte {

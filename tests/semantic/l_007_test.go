@@ -13,6 +13,7 @@ import (
 // disclaimer and a hint, and its JSON carries CMD's exit status and the
 // change set.
 func TestL007_ApplyOnSuccessRefused(t *testing.T) {
+	t.Parallel()
 	e := newLCEnv(t, false)
 	before := wtxtest.MustSnapshot(t, e.ws)
 

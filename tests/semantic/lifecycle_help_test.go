@@ -168,7 +168,7 @@ func (e *lcEnv) startRun(token string, args ...string) *bgRun {
 // stage made it), or fails the test.
 func (e *lcEnv) waitMark(name string, b *bgRun) {
 	e.t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
+	deadline := time.Now().Add(wtxtest.Patience(e.t))
 	for time.Now().Before(deadline) {
 		if _, err := os.Stat(filepath.Join(e.marks, name)); err == nil {
 			return
@@ -182,7 +182,7 @@ func (e *lcEnv) waitMark(name string, b *bgRun) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	e.t.Fatalf("no mark %s after 20s", name)
+	e.t.Fatalf("no mark %s", name)
 }
 
 // stop signals the background wtx and waits for it (and, by its token,
@@ -239,7 +239,7 @@ func pidsWith(token string) []int {
 // waitRunning waits until 'wtx status T' says running is want.
 func (e *lcEnv) waitRunning(tx string, want bool) lcAnswer {
 	e.t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
+	deadline := time.Now().Add(wtxtest.Patience(e.t))
 	var a lcAnswer
 	for time.Now().Before(deadline) {
 		a = e.answer(e.must("--json", "status", tx))
@@ -248,7 +248,7 @@ func (e *lcEnv) waitRunning(tx string, want bool) lcAnswer {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	e.t.Fatalf("stage %s: running is not %v after 20s", tx, want)
+	e.t.Fatalf("stage %s: running is never %v", tx, want)
 	return a
 }
 

@@ -67,6 +67,7 @@ func inPlaceEditMidApply(t *testing.T, env ...string) (int, string) {
 // left as it is. With the compare-and-swap switched off
 // (WTX_DISABLE=cas) the same edit is lost, which shows the test sees it.
 func TestInPlaceEditMidApplyIsRefused(t *testing.T) {
+	t.Parallel()
 	code, got := inPlaceEditMidApply(t)
 	if code != 2 || got != "EDIT\n" {
 		t.Errorf("an in-place edit during the apply: exit %d, f = %q; want a refusal (2) and the edit kept", code, got)
@@ -81,6 +82,7 @@ func TestInPlaceEditMidApplyIsRefused(t *testing.T) {
 // made until they land together; if that directory is moved out of the
 // workspace meanwhile, none of them is written into it under its name.
 func TestNewDirectoryMovedOutMidLand(t *testing.T) {
+	t.Parallel()
 	ws, state, outside := t.TempDir(), t.TempDir(), t.TempDir()
 	if r := runWtx(t, ws, state, "run", "--backend", "copy", "--name", "s", "--", "sh", "-c", "mkdir n; echo 1 > n/a; echo 2 > n/b; echo 3 > n/c"); r.code != 0 {
 		t.Fatalf("wtx run: %v", r)

@@ -41,6 +41,7 @@ func closedDirApply(t *testing.T, id identity, env ...string) (applyCode, nextCo
 // shows the test sees it. (Root removes what it likes: as root the test
 // runs the user through setpriv.)
 func TestApplyClosingItsDirectoryCleansUp(t *testing.T) {
+	t.Parallel()
 	for _, id := range identities(t) {
 		t.Run(id.name, func(t *testing.T) {
 			a, s, out, names := closedDirApply(t, id)

@@ -21,6 +21,7 @@ import (
 // exactly as it was. (Root passes whatever the order: as root the test runs
 // the user through setpriv.)
 func TestOwnerAppliesAndUndoesDirectoryModes(t *testing.T) {
+	t.Parallel()
 	for _, id := range identities(t) {
 		t.Run(id.name, func(t *testing.T) {
 			r := newOwnerRig(t, id, false, func(ws string) {

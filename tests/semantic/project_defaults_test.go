@@ -187,6 +187,7 @@ func projectDefaultsCase(t *testing.T, failpoints bool, env ...string) []string 
 // server's run and begin). Negative control: with the library's reading of
 // the project file switched off, every entry point writes the protected file.
 func TestProjectFileDefaultsReachEveryStage(t *testing.T) {
+	t.Parallel()
 	if bad := projectDefaultsCase(t, false); len(bad) > 0 {
 		t.Errorf("a protected path was applied without approval through: %s", strings.Join(bad, ", "))
 	}
@@ -267,6 +268,7 @@ func projectFileCase(t *testing.T, failpoints bool, env ...string) []string {
 // never by an MCP agent's approve (server without --allow-approve).
 // Negative control: WTX_DISABLE=project-protect lets both land.
 func TestProjectFileIsProtected(t *testing.T) {
+	t.Parallel()
 	if bad := projectFileCase(t, false); len(bad) > 0 {
 		t.Errorf(".wtx.toml rewritten without a person's approval through: %s", strings.Join(bad, ", "))
 	}

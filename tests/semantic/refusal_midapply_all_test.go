@@ -18,6 +18,7 @@ import (
 // first the executor met, so the repair is made once. Negative control:
 // with WTX_DISABLE=all-changed only the first path is named.
 func TestRefusalMidApplyListsEveryPath(t *testing.T) {
+	t.Parallel()
 	for _, control := range []bool{false, true} {
 		got := midApplyConflicts(t, control)
 		both := slices.Contains(got, "f1") && slices.Contains(got, "f3")

@@ -18,6 +18,7 @@ import (
 // selects it is refused as usage.reserved-name with nothing written, while
 // the other paths still apply.
 func TestReservedNames_NoSilentDrop(t *testing.T) {
+	t.Parallel()
 	if _, err := exec.LookPath("sh"); err != nil {
 		t.Skipf("no sh in PATH: %v", err)
 	}
@@ -73,6 +74,7 @@ func TestReservedNames_NoSilentDrop(t *testing.T) {
 // while its reserved-name item never lands, and a command's write to a
 // reserved name vanishes from the change set.
 func TestReservedNames_NegativeControl(t *testing.T) {
+	t.Parallel()
 	e := newBoundaryEnv(t, "copy", true)
 	e.env = append(e.env, "WTX_DISABLE=reserved")
 	r := batch(e, `{"command":"write","path":"ok.txt","content":"ok\n"}`, `{"command":"write","path":".wtx-tmp-evil","content":"x\n"}`)

@@ -29,6 +29,7 @@ const rootModeNotice = "the command changed the mode of the workspace root (0755
 // empty. A run that leaves the root alone says nothing of it and settles
 // empty. The workspace root keeps its mode.
 func TestS_STAGE_003_RootModeChangeReported(t *testing.T) {
+	t.Parallel()
 	for _, backend := range []string{"copy", "overlay"} {
 		t.Run(backend, func(t *testing.T) {
 			e := newLCEnv(t, false)
@@ -77,6 +78,7 @@ func TestS_STAGE_003_RootModeChangeReported(t *testing.T) {
 // the run says it changed nothing and settles the stage as empty — which
 // the test above would see.
 func TestS_STAGE_003_RootModeNegativeControl(t *testing.T) {
+	t.Parallel()
 	e := newLCEnv(t, true, "WTX_DISABLE=root-mode")
 	if err := os.Chmod(e.ws, 0o755); err != nil {
 		t.Fatal(err)

@@ -96,6 +96,7 @@ const groupScript = `touch proj/new && echo more >> proj/notes && mkdir proj/sub
 // directory's group. Never a bare EOVERFLOW. An explicit overlay backend
 // that cannot map the group refuses, naming it.
 func TestS_STAGE_004_SupplementaryGroups(t *testing.T) {
+	t.Parallel()
 	r := newGroupRig(t, false)
 	res := r.run(t, nil, "run", "--apply-on-success", "--", "sh", "-c", groupScript)
 	if strings.Contains(res.stderr, "Value too large") {
@@ -134,6 +135,7 @@ func TestS_STAGE_004_SupplementaryGroups(t *testing.T) {
 // check off (failpoint build): where the group cannot be mapped, the
 // overlay run then meets EOVERFLOW, so the test above could fail.
 func TestS_STAGE_004_SupplementaryGroupsNegativeControl(t *testing.T) {
+	t.Parallel()
 	r := newGroupRig(t, true)
 	res := r.run(t, []string{"WTX_DISABLE=overlay-groups"}, "run", "--backend", "overlay", "--", "sh", "-c", groupScript)
 	if strings.Contains(res.stderr, "cannot stage") {
@@ -151,6 +153,7 @@ func TestS_STAGE_004_SupplementaryGroupsNegativeControl(t *testing.T) {
 // has the workspace root's mode (set-group-id bit included) and, as far as
 // the caller may give it, its owner and group.
 func TestS_STAGE_004_ViewRootModeOwner(t *testing.T) {
+	t.Parallel()
 	ws, state := t.TempDir(), t.TempDir()
 	mustDo(t, os.Chmod(ws, os.ModeSetgid|0o751))
 	if os.Geteuid() == 0 {

@@ -104,6 +104,7 @@ func (r *notMemberRig) run(t *testing.T, ws string, env []string, args ...string
 // WTX_DISABLE=overlay-groups): "auto" takes the overlay and the command
 // meets EOVERFLOW.
 func TestS_STAGE_004_OwnerNotMember(t *testing.T) {
+	t.Parallel()
 	for _, control := range []bool{false, true} {
 		name := "protected"
 		if control {

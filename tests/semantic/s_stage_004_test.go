@@ -28,6 +28,7 @@ var (
 // compares the two trees path by path. It also checks that the workspace did
 // not change between run and apply, and that the script exits alike.
 func TestS_STAGE_004_RandomScripts(t *testing.T) {
+	t.Parallel()
 	sh, err := exec.LookPath("sh")
 	if err != nil {
 		t.Skipf("no sh in PATH: %v", err)

@@ -17,6 +17,7 @@ import (
 // no effect. (Before, the failed apply dropped its journal while a
 // temporary file stayed in the moved directory.)
 func TestS_STAGE_013_DirectoryReplacedMidApply(t *testing.T) {
+	t.Parallel()
 	ws, state, elsewhere := t.TempDir(), t.TempDir(), t.TempDir()
 	d := filepath.Join(ws, "d")
 	if err := os.Mkdir(d, 0o755); err != nil {

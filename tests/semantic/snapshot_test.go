@@ -114,6 +114,7 @@ func formatDiff(lines []string, limit int) string {
 // TestSnapshotDiff is the comparator's negative control: each change that
 // S-STAGE-004 compares must show up, and a change of times alone must not.
 func TestSnapshotDiff(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name   string
 		change func(root string) error

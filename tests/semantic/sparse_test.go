@@ -39,6 +39,7 @@ func treeAllocated(t *testing.T, dir string) int64 {
 // and undo all keep its holes (8 MiB at most, where filling them would
 // take 64 MiB each), and the content is exact.
 func TestSparseFilesKeepHoles(t *testing.T) {
+	t.Parallel()
 	const size = 64 << 20
 	const limit = 8 << 20
 	base := t.TempDir()

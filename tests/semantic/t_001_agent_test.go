@@ -20,6 +20,7 @@ import (
 // file of that name there. Negative control (failpoint build,
 // WTX_DISABLE=view-links): it is removed.
 func TestT_001_ExcludeLinkFromProjectAndAgent(t *testing.T) {
+	t.Parallel()
 	for _, via := range []string{"project-file", "mcp-project-file", "mcp-begin-exclude"} {
 		for _, control := range []bool{false, true} {
 			name := via

@@ -106,6 +106,7 @@ var shareCases = []shareCase{
 // excluded paths inside shared ones hidden, and each case does its damage
 // (or, for the selector under a link, is let through).
 func TestT_001_SharedPathsNeverFollowLinks(t *testing.T) {
+	t.Parallel()
 	for _, control := range []bool{false, true} {
 		name := "protected"
 		if control {

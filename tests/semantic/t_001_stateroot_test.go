@@ -178,6 +178,7 @@ var stateAttacks = []stateAttack{
 // planted link or mount steer wtx's writes outside, into a directory the
 // test owns.
 func TestT_001_StateRoot(t *testing.T) {
+	t.Parallel()
 	bin := wtxtest.Binary(t, true)
 	for _, a := range stateAttacks {
 		t.Run(a.name, func(t *testing.T) {

@@ -122,6 +122,7 @@ var viewLinkShapes = []viewLinkShape{
 // ordinary way, and every shape does its damage, inside the test's own
 // directory.
 func TestT_001_ExcludeThroughLinks(t *testing.T) {
+	t.Parallel()
 	for _, backend := range []string{"overlay", "copy", "clone"} {
 		for _, control := range []bool{false, true} {
 			if control && backend != "overlay" {

@@ -261,6 +261,7 @@ const ownPathScript = `echo own > "$PWD/own.txt"; echo env > "$WTX_WORKSPACE/env
 // unconfined. Negative control (copy, clone): WTX_DISABLE=confine-view
 // leaves the workspace's path as it is, and the writes land in it.
 func TestT_002_OwnPathIsTheView(t *testing.T) {
+	t.Parallel()
 	var xfs xfsOnce
 	for _, id := range t002IDs(t) {
 		for _, b := range t002Backends(id) {
@@ -360,6 +361,7 @@ func (r *t002Rig) bindAliases(t *testing.T) []string {
 // path is staged. Negative control: WTX_DISABLE=confine-alias leaves them
 // writable, and the workspace and state root are written.
 func TestT_002_OtherMountsReadOnly(t *testing.T) {
+	t.Parallel()
 	if os.Geteuid() != 0 {
 		t.Skip("making the other mounts of a workspace needs root (the ordinary-user runs happen in the root pass)")
 	}
@@ -432,6 +434,7 @@ try excluded-new sh -c 'mkdir -p build/new && echo x > build/new/escape-excluded
 // makes only the view's top mount read-only, and the excluded directory
 // is written (into the state root).
 func TestT_002_ReadOnlyCoversEveryMount(t *testing.T) {
+	t.Parallel()
 	var xfs xfsOnce
 	for _, id := range t002IDs(t) {
 		for _, b := range t002Backends(id) {
@@ -487,6 +490,7 @@ func TestT_002_ReadOnlyCoversEveryMount(t *testing.T) {
 // is applied. Negative control (copy): WTX_DISABLE=confine-view, and the
 // agent's write through the workspace's path lands in it.
 func TestT_002_AgentStepReadOnly(t *testing.T) {
+	t.Parallel()
 	for _, backend := range []string{"overlay", "copy"} {
 		t.Run(backend, func(t *testing.T) {
 			for _, off := range []bool{false, true} {
@@ -533,6 +537,7 @@ printf '%s\n' '{"command":"write","path":"docs/a.md","content":"A\n"}'
 // changes nothing in the workspace; the write is staged. Negative control
 // (copy): WTX_DISABLE=confine-view, and it lands in the workspace.
 func TestT_002_MCPRunEveryBackend(t *testing.T) {
+	t.Parallel()
 	for _, backend := range []string{"overlay", "copy"} {
 		t.Run(backend, func(t *testing.T) {
 			t.Parallel()
@@ -579,6 +584,7 @@ func TestT_002_MCPRunEveryBackend(t *testing.T) {
 // WTX_DISABLE=contain-ns,confine-required runs the MCP command
 // unconfined, and it writes the workspace.
 func TestT_002_RefusedWhereItCannotConfine(t *testing.T) {
+	t.Parallel()
 	noNS := []string{"WTX_DISABLE=contain-ns"}
 	ws, state := mcpWorkspace(t, map[string]string{"a.txt": "one\n"})
 	marker := filepath.Join(t.TempDir(), "ran")
@@ -653,6 +659,7 @@ func TestT_002_RefusedWhereItCannotConfine(t *testing.T) {
 // the system itself forbids namespaces: wtx runs in a user namespace whose
 // limit of user namespaces is 0 (unshare), ordinary build, no switch.
 func TestT_002_RefusedInUserNamespaceWithoutNested(t *testing.T) {
+	t.Parallel()
 	unshare, err := exec.LookPath("unshare")
 	if err != nil {
 		t.Skip("needs unshare")
@@ -696,6 +703,7 @@ func TestT_002_RefusedInUserNamespaceWithoutNested(t *testing.T) {
 // as an ordinary user, exactly as on overlay; without switches the view
 // cannot be unmounted and descriptors are closed.
 func TestT_002_EscapesHoldOnCopy(t *testing.T) {
+	t.Parallel()
 	for _, id := range identities(t) {
 		t.Run(id.name, func(t *testing.T) {
 			t.Parallel()
@@ -739,6 +747,7 @@ echo staged > "$WS/staged.txt"
 // write through the workspace's path is staged. Negative control:
 // WTX_DISABLE=confine-state, and the records are written.
 func TestT_002_StageRecordsReadOnlyOnCopy(t *testing.T) {
+	t.Parallel()
 	for _, id := range identities(t) {
 		t.Run(id.name, func(t *testing.T) {
 			t.Parallel()

@@ -108,6 +108,7 @@ func t3UndoOfUndo(t *testing.T, off bool) (secret string, r toolResult) {
 }
 
 func TestT_003_MCPUndoOfAPersonsUndo(t *testing.T) {
+	t.Parallel()
 	got, r := t3UndoOfUndo(t, false)
 	if r.errorCode() != "refusal.protected" || got != "KEY=1\n" {
 		t.Fatalf("an agent's undo of a person's undo of a protected change: %s; the file holds %q, want refusal.protected and KEY=1", r.text(), got)
@@ -141,6 +142,7 @@ func t3GitUndo(t *testing.T, off bool) (*t3Env, string, []toolResult) {
 }
 
 func TestT_003_MCPUndoOfApprovedGitChange(t *testing.T) {
+	t.Parallel()
 	e, op, rs := t3GitUndo(t, false)
 	for i, r := range rs {
 		if r.errorCode() != "refusal.protected" {
@@ -197,6 +199,7 @@ max_bytes = 2000
 }
 
 func TestT_003_AgentEditAllMaxBytes(t *testing.T) {
+	t.Parallel()
 	size, out := t3EditAll(t)
 	if size != 1000 || out.Run.Status != "failed" {
 		t.Fatalf("an edit with all = true under max_bytes = 2000 left docs/a.md %d bytes (run %s), want 1000 and a failed run", size, out.Run.Status)
@@ -230,6 +233,7 @@ paths = ["**"]
 }
 
 func TestT_003_AgentStepNeverWritesProtected(t *testing.T) {
+	t.Parallel()
 	e, out := t3AgentProtected(t)
 	if data, _ := os.ReadFile(filepath.Join(e.ws, ".git", "hooks", "pre-commit")); string(data) != t3HookOld || out.Run.Status != "failed" {
 		t.Fatalf("an agent step wrote a git hook (run %s): %q", out.Run.Status, data)
@@ -355,6 +359,7 @@ func (e *t3Env) lastOp() string {
 }
 
 func TestT_003_ReceiptsCountProtectedWrites(t *testing.T) {
+	t.Parallel()
 	for _, b := range t3Receipts(t, wtxtest.Binary(t, false), nil) {
 		t.Error(b)
 	}
@@ -366,6 +371,7 @@ func TestT_003_ReceiptsCountProtectedWrites(t *testing.T) {
 }
 
 func TestT_003_BatchTouchingProtected(t *testing.T) {
+	t.Parallel()
 	e := newT3(t, map[string]string{"a.txt": "a\n"})
 	lines := `{"command":"write","path":".git/hooks/post-checkout","content":"#!/bin/sh\n"}` + "\n" + `{"command":"write","path":"a.txt","content":"b\n"}` + "\n"
 	r := e.wtx(lines, "--json", "batch", "--atomic")
@@ -434,6 +440,7 @@ func t3Settings(t *testing.T, off bool) []string {
 }
 
 func TestT_003_MCPSettingsBeyondServer(t *testing.T) {
+	t.Parallel()
 	for _, b := range t3Settings(t, false) {
 		t.Error(b)
 	}
@@ -480,6 +487,7 @@ func t3OtherWays(t *testing.T, off bool) []string {
 }
 
 func TestT_003_MCPOtherWaysToAProtectedPath(t *testing.T) {
+	t.Parallel()
 	if landed := t3OtherWays(t, false); len(landed) > 0 {
 		t.Fatalf("an agent on a default server wrote protected paths: %v", landed)
 	}

@@ -223,6 +223,7 @@ func (r *trustRig) sharedParent(name, boundary string, owner int, c caller) (sha
 // and the planted boundary is the workspace again (the project file's
 // exclude then drops the victim's output).
 func TestT_004_ForeignBoundaryRefused(t *testing.T) {
+	t.Parallel()
 	needRoot(t)
 	r := newTrustRig(t)
 	for ci, c := range []caller{r.root, r.victim} {
@@ -261,6 +262,7 @@ func TestT_004_ForeignBoundaryRefused(t *testing.T) {
 // and is not refused. Negative control: WTX_DISABLE=untrusted-owner, and
 // the run obeys the file.
 func TestT_004_ForeignProjectFileRefused(t *testing.T) {
+	t.Parallel()
 	needRoot(t)
 	r := newTrustRig(t)
 	flow := r.file("flow.toml", "version = 1\n[[steps]]\nname = \"s\"\nkind = \"run\"\ncommand = [\"true\"]\n", 0o644, 0)
@@ -349,6 +351,7 @@ func (r *trustRig) runIn(c caller, dir, stdin string, args ...string) wtxResult 
 // sticky one (as /tmp) it is obeyed. Runs as whoever runs the suite.
 // Negative control: WTX_DISABLE=untrusted-owner.
 func TestT_004_WritableProjectFileRefused(t *testing.T) {
+	t.Parallel()
 	r := newTrustRig(t)
 	me := r.root
 	for _, k := range []struct {
@@ -391,6 +394,7 @@ func TestT_004_WritableProjectFileRefused(t *testing.T) {
 // (SUDO_UID) obeys that user's files. Negative control:
 // WTX_DISABLE=untrusted-owner reads a file others may write.
 func TestT_004_SafeDirectoryCommand(t *testing.T) {
+	t.Parallel()
 	r := newTrustRig(t)
 	me := r.root
 	ws := r.dir("sd/ws", 0o777, me.uid)

@@ -100,6 +100,7 @@ func failpointEnv(t *testing.T, e *stateEnv, sw string) *stateEnv {
 // replaced by an empty document are each found, with the restore repair.
 // Negative control: WTX_DISABLE=fsck-receipts finds nothing.
 func TestT_006_FsckReceipts(t *testing.T) {
+	t.Parallel()
 	e := newStateEnv(t)
 	appliedOp(e, "a.txt")
 	appliedOp(e, "b.txt")
@@ -158,6 +159,7 @@ func TestT_006_FsckReceipts(t *testing.T) {
 // also makes 'flow list' fail: that is what fsck must say before anyone
 // trips over it). Negative control: WTX_DISABLE=fsck-flows.
 func TestT_006_FsckFlows(t *testing.T) {
+	t.Parallel()
 	e := newStateEnv(t)
 	flow := writeTemp(t, []byte(`version = 1
 
@@ -193,6 +195,7 @@ command = ["sh", "-c", "echo $WTX_FLOW_RUN > run.txt"]
 // gone, fsck names it and the stage op that needs it. Negative control:
 // WTX_DISABLE=fsck-op-blobs.
 func TestT_006_FsckOpBlobs(t *testing.T) {
+	t.Parallel()
 	e := newStateEnv(t)
 	var begun struct {
 		Tx string `json:"tx"`
@@ -232,6 +235,7 @@ func TestT_006_FsckOpBlobs(t *testing.T) {
 // them); fsck --repair makes a key that is only too open private again.
 // Negative control: WTX_DISABLE=fsck-key.
 func TestT_006_FsckKey(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		name, kind, code string
 		damage           func(t *testing.T, st string)

@@ -77,6 +77,7 @@ func encodeDoc(t *testing.T, m map[string]any) []byte {
 // added) or the answer adds a claim beside the envelope. A receipt whose
 // command holds a newline and a byte that is not UTF-8 verifies too.
 func TestT_006_ReadableReceiptMatchesEnvelope(t *testing.T) {
+	t.Parallel()
 	e := newStateEnv(t)
 	op := appliedOp(e, "b.txt")
 	ans := []byte(e.must("--json", "receipt", op).stdout)
@@ -265,6 +266,7 @@ var keyDamages = []keyDamage{
 // receipt is stored unsigned. The negative control shows the old quiet
 // way: the run goes through and leaves an unsigned receipt.
 func TestT_006_DamagedKeyFailsLoudly(t *testing.T) {
+	t.Parallel()
 	for _, d := range keyDamages {
 		t.Run(d.name, func(t *testing.T) {
 			if d.root && os.Geteuid() != 0 {
@@ -347,6 +349,7 @@ func openStages(t *testing.T, e *stateEnv) int {
 // against the state root (its key's public half is kept). The negative
 // control shows the old quiet way: a new key appears.
 func TestT_006_MissingKeyNotRecreated(t *testing.T) {
+	t.Parallel()
 	for _, what := range []string{"key", "keys directory"} {
 		t.Run(what, func(t *testing.T) {
 			e := newStateEnv(t)
@@ -407,6 +410,7 @@ func TestT_006_MissingKeyNotRecreated(t *testing.T) {
 // damaged: it is set aside, not deleted. The negative control drops the
 // kept public halves: the old receipt no longer verifies.
 func TestT_006_KeyRotation(t *testing.T) {
+	t.Parallel()
 	e := newStateEnv(t)
 	oldEnv := []byte(e.must("receipt", appliedOp(e, "a1.txt")).stdout)
 	oldPub := writeTemp(t, []byte(e.must("receipt", "key").stdout))
@@ -466,6 +470,7 @@ func TestT_006_KeyRotation(t *testing.T) {
 // it from: the same user's processes read their own files. Negative
 // control: WTX_DISABLE=hide-keys lets the command read it.
 func TestT_006_KeyHiddenFromStagedCommands(t *testing.T) {
+	t.Parallel()
 	e := newStateEnv(t)
 	e.stage("echo x > x.txt")
 	e.must("receipt", "key", "new") // an old key in keys/set-aside too
@@ -508,6 +513,7 @@ func TestT_006_KeyHiddenFromStagedCommands(t *testing.T) {
 // given. Negative control: WTX_DISABLE=receipt-ambiguous lets the signed
 // one through as valid.
 func TestT_006_AmbiguousNames(t *testing.T) {
+	t.Parallel()
 	e := newStateEnv(t)
 	op := appliedOp(e, "b.txt")
 	ans := e.must("--json", "receipt", op).stdout

@@ -80,6 +80,7 @@ func driftA(t *testing.T, e *flowEnv) {
 // flow-keep-reviewed, and the resume drops the stage with the reviewer's
 // file in it.
 func TestT_008_ResumeOnDriftKeepsReviewedStage(t *testing.T) {
+	t.Parallel()
 	e := newFlowEnv(t, false)
 	tx := reviewed(t, e, "rv")
 	driftA(t, e)
@@ -133,6 +134,7 @@ func TestT_008_ResumeOnDriftKeepsReviewedStage(t *testing.T) {
 // step left is dropped as before. Negative control: WTX_DISABLE=
 // flow-keep-reviewed, and abandon drops the reviewer's edits.
 func TestT_008_SkipAndAbandonKeepEdits(t *testing.T) {
+	t.Parallel()
 	e := newFlowEnv(t, false)
 	tx := reviewed(t, e, "rv")
 	for _, args := range [][]string{{"flow", "resume", "rv", "--skip"}, {"flow", "abandon", "rv"}} {
@@ -175,6 +177,7 @@ func TestT_008_SkipAndAbandonKeepEdits(t *testing.T) {
 // repair; once the person applies it with approval, a resume records the
 // step done.
 func TestT_008_ProtectedEditKept(t *testing.T) {
+	t.Parallel()
 	e := newFlowEnv(t, false)
 	tx := reviewed(t, e, "rv")
 	c := e.cmd(nil, "write", "--tx", tx, ".wtx.toml")

@@ -36,6 +36,7 @@ func stageDir(t *testing.T, state string) string {
 // WTX_DISABLE=volatile the mount is an ordinary one, which shows the test
 // reads the option.
 func TestOverlayViewIsVolatile(t *testing.T) {
+	t.Parallel()
 	overlayOrSkip(t)
 	mountOpts := func(env ...string) string {
 		ws, state := t.TempDir(), t.TempDir()
@@ -58,6 +59,7 @@ func TestOverlayViewIsVolatile(t *testing.T) {
 // killed helper left in this boot is settled by the next command: the stage
 // is read, run in again and applied as usual.
 func TestOverlayVolatileMarkSettles(t *testing.T) {
+	t.Parallel()
 	overlayOrSkip(t)
 	ws, state := t.TempDir(), t.TempDir()
 	if r := runWtx(t, ws, state, "run", "--backend", "overlay", "--name", "s", "--", "sh", "-c", "echo one > a"); r.code != 0 {
@@ -98,6 +100,7 @@ func TestOverlayVolatileMarkSettles(t *testing.T) {
 // workspace is untouched; fsck reports it; drop still works. With the check off (WTX_DISABLE=view-in-doubt) the apply lands
 // the view, which shows the test sees the refusal.
 func TestOverlayViewInDoubtAfterRestart(t *testing.T) {
+	t.Parallel()
 	overlayOrSkip(t)
 	setup := func() (ws, state string) {
 		ws, state = t.TempDir(), t.TempDir()

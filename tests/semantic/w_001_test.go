@@ -81,6 +81,7 @@ func keys(m map[string]bool) []string {
 // points: after recovery the op and the step's result are both recorded,
 // or neither.
 func TestW001_StepResultAndOpAreOne(t *testing.T) {
+	t.Parallel()
 	points := w001Points
 	if os.Getenv("WTX_SOAK") == "" {
 		// The points either side of the commit marker and of the record.
@@ -100,6 +101,7 @@ func TestW001_StepResultAndOpAreOne(t *testing.T) {
 // transaction of its own after the op (WTX_DISABLE=flow-atomic): a crash
 // between the two must leave an op without its result.
 func TestW001_NegativeControlResultApart(t *testing.T) {
+	t.Parallel()
 	var bad []string
 	for _, p := range []string{"apply:committed", "flow:applied"} {
 		bad = append(bad, w001Case(t, p, "WTX_DISABLE=flow-atomic")...)

@@ -52,6 +52,7 @@ effects = ["network"]
 // external effects is not idempotent; interrupted, it is not run again
 // without a decision.
 func TestW002_InterruptedStepWithEffectsStopsForDecision(t *testing.T) {
+	t.Parallel()
 	for _, b := range effectsCheck(t) {
 		t.Error(b)
 	}
@@ -60,6 +61,7 @@ func TestW002_InterruptedStepWithEffectsStopsForDecision(t *testing.T) {
 // TestW002_NegativeControlEffectsRerun lets resume run such a step again
 // on its own (WTX_DISABLE=in-doubt): the harness must see it.
 func TestW002_NegativeControlEffectsRerun(t *testing.T) {
+	t.Parallel()
 	bad := effectsCheck(t, "WTX_DISABLE=in-doubt")
 	t.Logf("negative control (in-doubt steps re-run): %d violations", len(bad))
 	if len(bad) == 0 {
@@ -71,6 +73,7 @@ func TestW002_NegativeControlEffectsRerun(t *testing.T) {
 // resume applies it; a failed step applies nothing and stops the run until
 // a resume runs it again or --skip records it skipped.
 func TestW002_ReviewFailAndSkip(t *testing.T) {
+	t.Parallel()
 	e := newFlowEnv(t, false)
 	f := e.file("rv.toml", `version = 1
 [[steps]]

@@ -54,6 +54,7 @@ func w003Check(t *testing.T, env ...string) []string {
 // of one interrupted mid-apply run no command and leave the workspace as
 // it was, byte for byte.
 func TestW003_ReplayRunsNothing(t *testing.T) {
+	t.Parallel()
 	bad := w003Check(t)
 	t.Logf("W-003: %d violations", len(bad))
 	for _, b := range bad {
@@ -65,6 +66,7 @@ func TestW003_ReplayRunsNothing(t *testing.T) {
 // interrupted apply (WTX_DISABLE=replay), as an ordinary command does: the
 // harness must see the workspace change.
 func TestW003_NegativeControlReplayRecovers(t *testing.T) {
+	t.Parallel()
 	bad := w003Check(t, "WTX_DISABLE=replay")
 	t.Logf("negative control (replay recovers): %d violations", len(bad))
 	if len(bad) == 0 {

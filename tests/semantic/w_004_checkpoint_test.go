@@ -107,6 +107,7 @@ func checkCommandSteps(e *lcEnv, backend string) (bad []string, ok bool) {
 // step and rebase --merge merges what a command changed, on every backend
 // that stages here.
 func TestW004_CommandStepsAreCheckpoints(t *testing.T) {
+	t.Parallel()
 	for _, backend := range []string{"overlay", "copy"} {
 		t.Run(backend, func(t *testing.T) {
 			e := newCheckpointEnv(t, false)
@@ -125,6 +126,7 @@ func TestW004_CommandStepsAreCheckpoints(t *testing.T) {
 // checkpoint switched off (runs record nothing path by path): drop-op and
 // the merge must fail.
 func TestW004_NegativeControlNoCheckpoint(t *testing.T) {
+	t.Parallel()
 	e := newCheckpointEnv(t, true, "WTX_DISABLE=run-checkpoint")
 	bad, ok := checkCommandSteps(e, "copy")
 	if !ok {

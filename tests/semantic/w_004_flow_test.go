@@ -62,6 +62,7 @@ func forkCheck(t *testing.T, env ...string) []string {
 // after step 2, shares the steps before, and its later steps apply
 // cleanly; the original run is untouched.
 func TestW004_FlowForkAtStep2(t *testing.T) {
+	t.Parallel()
 	bad := forkCheck(t)
 	t.Logf("W-004 (flow fork): %d violations", len(bad))
 	for _, b := range bad {
@@ -73,6 +74,7 @@ func TestW004_FlowForkAtStep2(t *testing.T) {
 // the current workspace instead of the state after the fork point
 // (WTX_DISABLE=fork-at): the harness must see it.
 func TestW004_NegativeControlFlowForkIgnoresAt(t *testing.T) {
+	t.Parallel()
 	bad := forkCheck(t, "WTX_DISABLE=fork-at")
 	t.Logf("negative control (fork ignores its point): %d violations", len(bad))
 	if len(bad) == 0 {

@@ -13,6 +13,7 @@ import (
 // empty is refused as usage.invalid, as the command line's empty --at, and
 // opens no stage; "at" left out opens an ordinary stage.
 func TestW004MCPEmptyAtRefused(t *testing.T) {
+	t.Parallel()
 	bin := wtxtest.Binary(t, false)
 	ws, state := mcpWorkspace(t, map[string]string{"a.txt": "a\n"})
 	s := startMCP(t, bin, ws, state, nil)

@@ -145,6 +145,7 @@ func checkW004View(e *lcEnv, ops, snaps []string, backend string) (bad []string,
 // names with invalid UTF-8 included — and leaves the workspace as it is.
 // Clone is tried on an XFS loop filesystem where one can be mounted.
 func TestW004_BeginAtGivesTheTreeAfterTheOp(t *testing.T) {
+	t.Parallel()
 	for _, backend := range []string{"overlay", "copy", "clone"} {
 		t.Run(backend, func(t *testing.T) {
 			base := ""
@@ -170,6 +171,7 @@ func TestW004_BeginAtGivesTheTreeAfterTheOp(t *testing.T) {
 // switched off (the view is the workspace as it is now): the check must
 // find the view wrong.
 func TestW004_NegativeControlNothingSetBack(t *testing.T) {
+	t.Parallel()
 	e, ops, snaps := w004Env(t, "", true, "WTX_DISABLE=at-setback")
 	bad, ok := checkW004View(e, ops, snaps, "copy")
 	if !ok {
@@ -188,6 +190,7 @@ func TestW004_NegativeControlNothingSetBack(t *testing.T) {
 // original); paths set back that the stage left alone stay as the later
 // ops made them.
 func TestW004_ApplyAtOpGoesThroughTheChecks(t *testing.T) {
+	t.Parallel()
 	e, ops, snaps := w004Env(t, "", false)
 	b, ok := beginAt(e, ops[0], "copy")
 	if !ok {
@@ -227,6 +230,7 @@ func TestW004_ApplyAtOpGoesThroughTheChecks(t *testing.T) {
 // pre-images were collected (gc --prune-history), are refused with their
 // codes, leaving no stage and the workspace as it was.
 func TestW004_BeginAtRefuses(t *testing.T) {
+	t.Parallel()
 	e, ops, snaps := w004Env(t, "", false)
 	r := e.run("--json", "begin", "--at", "op-20000101T000000Z-00000000", "--backend", "copy")
 	if a := e.answer(r); r.code != 1 || a.Error.Code != "not-found.op" {
@@ -257,6 +261,7 @@ func TestW004_BeginAtRefuses(t *testing.T) {
 // and reads back the staged file as it was right after the op; an unknown
 // op is refused with its code.
 func TestW004_MCPBeginAt(t *testing.T) {
+	t.Parallel()
 	e, ops, _ := w004Env(t, "", false)
 	s := startMCP(t, e.bin, e.ws, e.st, nil)
 	var b w004Begin

@@ -98,6 +98,7 @@ max_ops = 3
 // kinds, sizes, count); otherwise it is refused with nothing written, and
 // what the agent writes itself never lands.
 func TestW005_AgentProposesWithinAllowlist(t *testing.T) {
+	t.Parallel()
 	bad := w005Check(t, nil)
 	t.Logf("W-005: %d proposals, %d violations", len(w005Proposals), len(bad))
 	for _, b := range bad {
@@ -108,6 +109,7 @@ func TestW005_AgentProposesWithinAllowlist(t *testing.T) {
 // TestW005_NegativeControlNoAllowlist executes proposals unchecked
 // (WTX_DISABLE=proposal): the harness must see them write.
 func TestW005_NegativeControlNoAllowlist(t *testing.T) {
+	t.Parallel()
 	bad := w005Check(t, map[string]bool{"outside-path": true, "op-kind": true, "too-large": true}, "WTX_DISABLE=proposal")
 	t.Logf("negative control (allowlist not checked): %d violations", len(bad))
 	if len(bad) == 0 {

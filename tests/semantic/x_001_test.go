@@ -12,6 +12,7 @@ import (
 // the very tree A gets by applying it at home: contents, exec bits,
 // symlinks, deletions of whole directories and non-UTF-8 names.
 func TestX001_ExportImportApply(t *testing.T) {
+	t.Parallel()
 	for _, backend := range []string{"copy", "auto"} {
 		t.Run(backend, func(t *testing.T) {
 			a, b, _ := twoMachines(t, false)
@@ -108,6 +109,7 @@ func x001Drift(t *testing.T, failpoints bool, env []string) (refused []string) {
 // name; before or after the import), B's apply is refused like any drift,
 // path by path and as a whole, and B stays as it was.
 func TestX001_DriftOnTargetRefused(t *testing.T) {
+	t.Parallel()
 	refused := x001Drift(t, false, nil)
 	if len(refused) != 6 {
 		t.Fatalf("B refused the apply of only %q; every drifted path and the whole apply must be refused", refused)
@@ -118,6 +120,7 @@ func TestX001_DriftOnTargetRefused(t *testing.T) {
 // (WTX_DISABLE=import-base), the harness sees the drifts made before the
 // import land: the bundle's base digests are what refuses them.
 func TestX001_NegativeControl(t *testing.T) {
+	t.Parallel()
 	if refused := x001Drift(t, true, []string{"WTX_DISABLE=import-base"}); len(refused) == 6 {
 		t.Fatal("negative control: every apply was still refused with the imported base switched off")
 	}
@@ -127,6 +130,7 @@ func TestX001_NegativeControl(t *testing.T) {
 // modified text file, so an imported stage refused for drift is rebased
 // three-way on B (rebase --merge) and then applies both changes.
 func TestX001_RebaseMergeOnImported(t *testing.T) {
+	t.Parallel()
 	a, b, _ := twoMachines(t, false)
 	a.ok(nil, "run", "--name", "top", "--", "sh", "-c", "sed -i 1s/1/one/ lines.txt")
 	bundle := a.ok(nil, "export", "top").stdout

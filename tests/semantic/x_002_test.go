@@ -178,6 +178,7 @@ func x002(t *testing.T, failpoints bool, env []string) (taken []string) {
 // its own digest recomputed but its content, base digests or receipts
 // changed, is refused on import as io.corrupt, and nothing is made.
 func TestX002_AlteredBundleRefused(t *testing.T) {
+	t.Parallel()
 	if taken := x002(t, false, nil); len(taken) > 0 {
 		t.Fatalf("B imported altered bundles: %q", taken)
 	}
@@ -186,6 +187,7 @@ func TestX002_AlteredBundleRefused(t *testing.T) {
 // TestX002_NegativeControl: with the digest checks switched off
 // (WTX_DISABLE=bundle-digest), altered bundles get through.
 func TestX002_NegativeControl(t *testing.T) {
+	t.Parallel()
 	if taken := x002(t, true, []string{"WTX_DISABLE=bundle-digest"}); len(taken) == 0 {
 		t.Fatal("negative control: every altered bundle was still refused with the digest checks off")
 	}

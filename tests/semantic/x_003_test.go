@@ -53,6 +53,7 @@ func (g gitState) same(t *testing.T, o gitState) {
 // same change set (same digest, same diff) as A's stage, which applies on
 // B to the tree A gets at home.
 func TestX003_GitTransport(t *testing.T) {
+	t.Parallel()
 	a, b, _ := twoMachines(t, false)
 	mustWrite(t, filepath.Join(a.ws, "README"), "hello, uncommitted\n") // A's tree is dirty
 	tx := a.runAgent("fix")
@@ -150,6 +151,7 @@ func x003Tampered(t *testing.T, failpoints bool, env []string) bool {
 // change set does not name (what a reviewer on a forge would see but wtx
 // would not apply) is refused on import, and nothing is made.
 func TestX003_TamperedCommitRefused(t *testing.T) {
+	t.Parallel()
 	if x003Tampered(t, false, nil) {
 		t.Fatal("B imported a commit whose tree changes more than its change set")
 	}
@@ -158,6 +160,7 @@ func TestX003_TamperedCommitRefused(t *testing.T) {
 // TestX003_NegativeControl: with the tree check off
 // (WTX_DISABLE=git-tree-check) the tampered commit is imported.
 func TestX003_NegativeControl(t *testing.T) {
+	t.Parallel()
 	if !x003Tampered(t, true, []string{"WTX_DISABLE=git-tree-check"}) {
 		t.Fatal("negative control: the tampered commit was still refused with the tree check off")
 	}
