@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/wtx-dev/wtx/internal/tree"
+	"github.com/wtx-dev/wtx/internal/wtxtest"
 )
 
 // The manifest Begin wrote is handed to the first read of it, once, and
@@ -134,7 +135,7 @@ func TestSizeHintIsOnlyAHint(t *testing.T) {
 			if got != 0 {
 				t.Errorf("%s: hint %d, want none", c.name, got)
 			}
-		case <-time.After(5 * time.Second):
+		case <-time.After(wtxtest.Patience(t)):
 			t.Fatalf("%s: reading the hint did not return", c.name)
 		}
 	}

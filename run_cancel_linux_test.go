@@ -11,6 +11,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/wtx-dev/wtx/internal/wtxtest"
 )
 
 // livingWith lists the pids of live processes whose arguments hold marker.
@@ -72,7 +74,7 @@ func TestL002_CancelStopsContainer(t *testing.T) {
 			script := `trap "" TERM; setsid sh -c 'trap "" TERM; while :; do sleep 1; done' ` + marker + ` & while :; do sleep 1; done`
 			cctx, cancel := context.WithCancel(ctx)
 			go func() {
-				deadline := time.Now().Add(10 * time.Second)
+				deadline := time.Now().Add(wtxtest.Patience(t))
 				for len(livingWith(marker)) < 2 && time.Now().Before(deadline) {
 					time.Sleep(20 * time.Millisecond)
 				}

@@ -18,6 +18,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/wtx-dev/wtx/internal/wtxtest"
 )
 
 // fixture is a workspace root next to a canary directory outside it.
@@ -431,7 +433,7 @@ func TestOpenFile(t *testing.T) {
 					t.Errorf("OpenFile(%q) = %v, want %v", tt.name, err, want)
 				}
 			}
-		case <-time.After(5 * time.Second):
+		case <-time.After(wtxtest.Patience(t)):
 			t.Fatalf("OpenFile(%q) blocked", tt.name)
 		}
 	}

@@ -8,7 +8,6 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -40,7 +39,7 @@ func sessionWith(t *testing.T, files map[string]string, flags ...string) (*mcp.C
 	cmd := exec.Command(bin, append([]string{"-C", ws, "mcp"}, flags...)...)
 	cmd.Env = append(os.Environ(), "WTX_STATE_DIR="+state)
 	cmd.Stderr = os.Stderr
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), wtxtest.Patience(t))
 	t.Cleanup(cancel)
 	client := mcp.NewClient(&mcp.Implementation{Name: "wtx-test", Version: "1"}, nil)
 	cs, err := client.Connect(ctx, &mcp.CommandTransport{Command: cmd}, nil)

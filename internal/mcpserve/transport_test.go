@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/wtx-dev/wtx/internal/wtxtest"
 )
 
 func TestCheckText(t *testing.T) {
@@ -98,8 +100,8 @@ func pipeServer(t *testing.T, cfg Config) (send func(string), recv func() map[st
 				t.Fatalf("not JSON: %q", l)
 			}
 			return m
-		case <-time.After(10 * time.Second):
-			t.Fatal("no reply within 10s")
+		case <-time.After(wtxtest.Patience(t)):
+			t.Fatal("no reply")
 		}
 		return nil
 	}
@@ -168,7 +170,7 @@ func TestLineTransportAnswersBadLines(t *testing.T) {
 		if err != nil {
 			t.Fatalf("Serve after the input ended: %v", err)
 		}
-	case <-time.After(10 * time.Second):
+	case <-time.After(wtxtest.Patience(t)):
 		t.Fatal("Serve did not return after its input ended")
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/wtx-dev/wtx/internal/tree"
+	"github.com/wtx-dev/wtx/internal/wtxtest"
 )
 
 var updateGolden = flag.Bool("update", false, "rewrite the golden files")
@@ -174,7 +175,7 @@ func TestDigestCacheNotAFile(t *testing.T) {
 				if len(c.old) != 0 {
 					t.Errorf("read %d entries", len(c.old))
 				}
-			case <-time.After(5 * time.Second):
+			case <-time.After(wtxtest.Patience(t)):
 				t.Fatal("reading the cache blocked")
 			}
 		})

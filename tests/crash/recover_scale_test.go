@@ -11,6 +11,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/wtx-dev/wtx/internal/wtxtest"
 )
 
 // recoverFiles is the size of the interrupted op of the recovery-scale
@@ -170,7 +172,7 @@ func TestInterruptedRecoveryKeepsItsJournal(t *testing.T) {
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	mustDo(t, cmd.Start())
-	deadline := time.Now().Add(30 * time.Second)
+	deadline := time.Now().Add(wtxtest.Patience(t))
 	for {
 		data, _ := os.ReadFile(cnt) // absent until the first point
 		if strings.Count(string(data), "recover:undone") >= 3 {

@@ -548,8 +548,8 @@ func runCase(t *testing.T, c hcase) {
 		}()
 		select {
 		case <-done:
-		case <-time.After(30 * time.Second):
-			t.Fatal("apply blocked for 30s")
+		case <-time.After(wtxtest.Patience(t)):
+			t.Fatal("apply blocked")
 		}
 	} else if !staged {
 		// Refused while staging: whatever did stage must not land outside.

@@ -85,7 +85,7 @@ func (l *longWork) interrupt(pause, hit string, extra []string, args ...string) 
 	var errb bytes.Buffer
 	cmd.Stderr = &errb
 	must(l.t, cmd.Start())
-	deadline := time.Now().Add(30 * time.Second)
+	deadline := time.Now().Add(wtxtest.Patience(l.t))
 	for {
 		b, _ := os.ReadFile(l.count) // absent until the first point
 		if strings.Count(string(b), " "+hit+"\n") >= 2 || (hit != "apply:step" && strings.Contains(string(b), " "+hit+"\n")) {
