@@ -176,8 +176,17 @@ func (f *faultFixture) settle(what string, allowAfter bool) string {
 
 var faultErrnos = []string{"EIO", "ENOSPC", "EDQUOT", "EROFS"}
 
+// faultErrno says whether the N-th call is failed with the e-th errno: with
+// WTX_SOAK=1 every call with every errno; by default every call with one
+// errno, taken in turn, so each errno still fails a quarter of the calls
+// and every call fails once and persistently.
+func faultErrno(e, n int) (string, bool) {
+	return faultErrnos[e], soak() || n%len(faultErrnos) == e
+}
+
 // TestInjectedIOErrors makes the N-th mutating call of an apply fail, for
-// every N, with each errno, once and persistently. An error must be
+// every N, once and persistently, with each errno in turn (every errno
+// with WTX_SOAK=1; see faultErrno). An error must be
 // reported unless the fault came after the commit marker, success must
 // mean the after-image, and after recovery the tree is one of the images.
 func TestInjectedIOErrors(t *testing.T) {
@@ -187,9 +196,13 @@ func TestInjectedIOErrors(t *testing.T) {
 	if k < 10 {
 		t.Fatalf("only %d mutating calls counted: the fault hook is not wired", k)
 	}
-	for _, errno := range faultErrnos {
+	for e := range faultErrnos {
 		for _, mode := range []string{"", ":persistent"} {
 			for n := 1; n <= k; n++ {
+				errno, ok := faultErrno(e, n)
+				if !ok {
+					continue
+				}
 				what := fmt.Sprintf("apply WTX_FAULT=%d:%s%s", n, errno, mode)
 				f.reset()
 				code, out := f.wtx([]string{fmt.Sprintf("WTX_FAULT=%d:%s%s", n, errno, mode)}, "apply", f.stage)
@@ -251,7 +264,8 @@ func TestFsyncErrorNeverTrusted(t *testing.T) {
 }
 
 // TestInjectedIOErrorsInRecovery crashes an apply midway, then fails the
-// N-th mutating call of the recovery, for every N: the faulted recovery
+// N-th mutating call of the recovery, for every N (errnos as in
+// TestInjectedIOErrors): the faulted recovery
 // may fail, and the next one must still reach the before-image.
 func TestInjectedIOErrorsInRecovery(t *testing.T) {
 	f := newFaultFixture(t, scratchDir(t))
@@ -271,9 +285,13 @@ func TestInjectedIOErrorsInRecovery(t *testing.T) {
 		}
 	}
 	t.Logf("a recovery makes %d mutating calls", k)
-	for _, errno := range faultErrnos {
+	for e := range faultErrnos {
 		for _, mode := range []string{"", ":persistent"} {
 			for n := 1; n <= k; n++ {
+				errno, ok := faultErrno(e, n)
+				if !ok {
+					continue
+				}
 				what := fmt.Sprintf("recover WTX_FAULT=%d:%s%s", n, errno, mode)
 				f.reset()
 				f.wtx(crash, "apply", f.stage)
