@@ -141,8 +141,7 @@ func keepFresh(bin string) bool {
 
 // buildKey is the digest of everything a build of wtx from root depends
 // on: the toolchain, the environment the go command reads, its arguments,
-// and every file of the module a build can read (test files and testdata
-// apart).
+// and every file of the module (see hashTree).
 func buildKey(root string, failpoints bool) (string, error) {
 	h := sha256.New()
 	fmt.Fprintf(h, "wtxtest build 1\n%s %s/%s\n%q\n", runtime.Version(), runtime.GOOS, runtime.GOARCH, buildArgs("", failpoints))
@@ -198,23 +197,25 @@ func goEnvFile() string {
 	return filepath.Join(dir, "go", "env")
 }
 
-// hashTree writes to h the path, type, mode and content of every file
-// under root that a build may read: the go command skips directories
-// named testdata or starting with "." or "_", and a build reads no test
-// file.
+// hashTree writes to h the path, type and content of every file under
+// root but .git: whatever a build may read (sources, embedded files,
+// go.mod and go.sum), and more, since a key that moves needlessly costs a
+// build while one that misses a file would hand out a stale binary.
 func hashTree(h io.Writer, root string) error {
 	return filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil // removed since its directory was read: not in the tree
+		}
 		if err != nil {
 			return err
 		}
-		name := d.Name()
-		if d.IsDir() {
-			if p != root && (name == "testdata" || strings.HasPrefix(name, ".") || strings.HasPrefix(name, "_")) {
+		if d.Name() == ".git" && p != root {
+			if d.IsDir() {
 				return filepath.SkipDir
 			}
 			return nil
 		}
-		if strings.HasSuffix(name, "_test.go") {
+		if d.IsDir() {
 			return nil
 		}
 		rel, err := filepath.Rel(root, p)
