@@ -240,7 +240,7 @@ func TestL002_KilledRunTakesAll(t *testing.T) {
 				}
 				start := time.Now()
 				for len(slices.DeleteFunc(l002Procs(marker), func(pid int) bool { return pid == cmd.Process.Pid })) < 2 {
-					if time.Since(start) > 10*time.Second {
+					if time.Since(start) > wtxtest.Patience(t) {
 						syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
 						cmd.Wait()
 						t.Fatalf("the command's processes never showed up (found %v)", l002Procs(marker))
@@ -255,7 +255,7 @@ func TestL002_KilledRunTakesAll(t *testing.T) {
 					t.Fatal(err)
 				}
 				_ = cmd.Wait() // killed: the error says so
-				deadline := time.Now().Add(2 * time.Second)
+				deadline := time.Now().Add(wtxtest.Patience(t))
 				for len(l002Procs(marker)) > 0 && time.Now().Before(deadline) {
 					time.Sleep(20 * time.Millisecond)
 				}
