@@ -270,6 +270,12 @@ func stateRel(stateDir, p string) (string, error) {
 // database's -wal and -shm files the database file's mode, so they are
 // private too.
 func createPrivateFile(stateDir, p string) error {
+	return atStateRel(stateDir, p, createPrivateFileAt)
+}
+
+// atStateRel runs fn on p's path beneath the state root stateDir, opened
+// for it.
+func atStateRel(stateDir, p string, fn func(stateDir string, root *fsx.Root, rel string) error) error {
 	root, err := fsx.OpenRoot(stateDir)
 	if err != nil {
 		return stateIOError(stateDir, "open the state root", err)
@@ -279,7 +285,7 @@ func createPrivateFile(stateDir, p string) error {
 	if err != nil {
 		return err
 	}
-	return createPrivateFileAt(stateDir, root, rel)
+	return fn(stateDir, root, rel)
 }
 
 // createPrivateFileAt is createPrivateFile for the rel path rel of the open
@@ -305,16 +311,7 @@ func createPrivateFileAt(stateDir string, root *fsx.Root, rel string) error {
 // ensurePrivateDir creates the directory p beneath stateDir (0700 whatever
 // the umask) or makes an existing one private.
 func ensurePrivateDir(stateDir, p string) error {
-	root, err := fsx.OpenRoot(stateDir)
-	if err != nil {
-		return stateIOError(stateDir, "open the state root", err)
-	}
-	defer root.Close()
-	rel, err := stateRel(stateDir, p)
-	if err != nil {
-		return err
-	}
-	return ensurePrivateDirAt(stateDir, root, rel)
+	return atStateRel(stateDir, p, ensurePrivateDirAt)
 }
 
 // ensurePrivateDirAt is ensurePrivateDir for the rel path rel of the open
