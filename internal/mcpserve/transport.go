@@ -12,7 +12,9 @@ import (
 	"sync"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/wtx-dev/wtx/internal/failpoint"
 )
 
 // DefaultMaxRequest is the largest request line the server takes, in bytes.
@@ -25,7 +27,9 @@ const idPrefix = 64 << 10
 // unlike the SDK's own stdio transport, survives a bad line: a line that is
 // not JSON, not a JSON-RPC message, a batch, or longer than max bytes gets a
 // JSON-RPC error reply (with the request's id when it can be found) and the
-// server reads on. Only the end of the input, or a failed read, ends it.
+// server reads on. Only the end of the input, or a failed read, ends it, and
+// only once every request read before it has been answered: a script that
+// writes its requests and closes its end gets every answer.
 type lineTransport struct {
 	in  io.ReadCloser
 	out io.WriteCloser
@@ -35,7 +39,8 @@ type lineTransport struct {
 
 func (t *lineTransport) Connect(context.Context) (mcp.Connection, error) {
 	c := &lineConn{in: t.in, out: t.out, max: t.max, log: t.log,
-		incoming: make(chan readResult), closed: make(chan struct{})}
+		incoming: make(chan readResult), closed: make(chan struct{}),
+		pending: map[any]bool{}, answered: make(chan struct{}, 1)}
 	if c.max <= 0 {
 		c.max = DefaultMaxRequest
 	}
@@ -60,6 +65,12 @@ type lineConn struct {
 	closeOnce sync.Once
 	closed    chan struct{}
 	closeErr  error
+
+	// pending holds the ids of requests handed to the server and not yet
+	// answered; answered is signalled each time one is.
+	pmu      sync.Mutex
+	pending  map[any]bool
+	answered chan struct{}
 }
 
 func (c *lineConn) SessionID() string { return "" }
@@ -83,7 +94,64 @@ func (c *lineConn) Write(ctx context.Context, msg jsonrpc.Message) error {
 	if err != nil {
 		return fmt.Errorf("encode message: %w", err)
 	}
-	return c.writeLine(data)
+	err = c.writeLine(data)
+	if r, ok := msg.(*jsonrpc.Response); ok {
+		c.settle(r.ID)
+	}
+	return err
+}
+
+// track notes a request that will need an answer. A request the client
+// cancels needs none (MCP: the server does not answer it), so the
+// cancellation notice settles it.
+func (c *lineConn) track(msg jsonrpc.Message) {
+	r, ok := msg.(*jsonrpc.Request)
+	switch {
+	case !ok:
+	case r.IsCall():
+		c.pmu.Lock()
+		c.pending[r.ID.Raw()] = true
+		c.pmu.Unlock()
+	case r.Method == "notifications/cancelled":
+		var p struct {
+			RequestID any `json:"requestId"`
+		}
+		if json.Unmarshal(r.Params, &p) != nil {
+			return
+		}
+		if id, err := jsonrpc.MakeID(p.RequestID); err == nil && id.IsValid() {
+			c.settle(id)
+		}
+	}
+}
+
+// settle notes that the request with this id has been answered.
+func (c *lineConn) settle(id jsonrpc.ID) {
+	c.pmu.Lock()
+	delete(c.pending, id.Raw())
+	c.pmu.Unlock()
+	select {
+	case c.answered <- struct{}{}:
+	default:
+	}
+}
+
+// drain waits until every tracked request has been answered, or the
+// connection is closed.
+func (c *lineConn) drain() {
+	for {
+		c.pmu.Lock()
+		n := len(c.pending)
+		c.pmu.Unlock()
+		if n == 0 || failpoint.Disabled("mcp-drain") {
+			return
+		}
+		select {
+		case <-c.answered:
+		case <-c.closed:
+			return
+		}
+	}
 }
 
 func (c *lineConn) writeLine(data []byte) error {
@@ -116,11 +184,17 @@ func (c *lineConn) readLoop() {
 	for {
 		line, over, err := readLine(br, c.max)
 		if len(bytes.TrimSpace(line)) > 0 || over {
-			if msg := c.decode(line, over); msg != nil && !c.deliver(readResult{msg: msg}) {
-				return
+			if msg := c.decode(line, over); msg != nil {
+				c.track(msg)
+				if !c.deliver(readResult{msg: msg}) {
+					return
+				}
 			}
 		}
 		if err != nil {
+			// The end of the input ends the session only after the
+			// answers to everything read before it are out.
+			c.drain()
 			c.deliver(readResult{err: err})
 			return
 		}
