@@ -120,24 +120,6 @@ func newServer(cfg Config) (*mcp.Server, *handlers) {
 	return s, h
 }
 
-// addTool adds a tool whose arguments are refused, before anything else,
-// when a string in them is not valid UTF-8: decoding would put U+FFFD in
-// place of the bytes and act on a name or content nobody sent.
-func addTool[In, Out any](s *mcp.Server, t *mcp.Tool, h mcp.ToolHandlerFor[In, Out]) {
-	if t.OutputSchema == nil {
-		t.OutputSchema = describe[Out]()
-	}
-	mcp.AddTool(s, t, func(ctx context.Context, req *mcp.CallToolRequest, in In) (*mcp.CallToolResult, Out, error) {
-		if req != nil && req.Params != nil && !failpoint.Disabled("utf8-check") {
-			if err := checkText(req.Params.Arguments); err != nil {
-				var zero Out
-				return nil, zero, fail(err)
-			}
-		}
-		return h(ctx, req, in)
-	})
-}
-
 // describe is the output schema of T as a description, not a contract the
 // SDK enforces: the library's types write themselves (a name that is not
 // UTF-8 adds path_b64, say), so extra members are allowed and none is
@@ -482,7 +464,7 @@ func (h *handlers) diff(ctx context.Context, _ *mcp.CallToolRequest, in DiffIn) 
 		}
 		out := DiffOut{Tx: st.ID(), Changes: []wtx.Change{}, Special: []string{}, Drift: answer.OrEmpty(entries)}
 		out.Diff, out.DiffB64 = textOr(buf.String())
-		return nil, out, nil
+		return plainDiff(out.Diff), out, nil
 	}
 	res, err := st.WriteDiff(ctx, &buf, wtx.DiffOptions{Paths: in.Paths, Exclude: in.Exclude, NumberHunks: in.NumberHunks})
 	if err != nil {
@@ -491,7 +473,17 @@ func (h *handlers) diff(ctx context.Context, _ *mcp.CallToolRequest, in DiffIn) 
 	out := DiffOut{Tx: st.ID(), ChangesetDigest: res.Changes.Digest, Changes: nonNil(res.Changes.Changes), Counts: res.Changes.Counts}
 	out.Special, out.SpecialB64 = answer.Names(res.Changes.Special)
 	out.Diff, out.DiffB64 = textOr(buf.String())
-	return nil, out, nil
+	return plainDiff(out.Diff), out, nil
+}
+
+// plainDiff is a result whose second block is the diff as plain text, for
+// a reader that would otherwise unescape it from the JSON. A diff that is
+// not UTF-8 travels only as diff_b64.
+func plainDiff(diff string) *mcp.CallToolResult {
+	if diff == "" {
+		return nil
+	}
+	return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: diff}}}
 }
 
 // ApplyIn are apply's arguments.
