@@ -215,6 +215,7 @@ type txOpJSON struct {
 	All        bool      `json:"all,omitempty"`
 	ExpectHash string    `json:"expect_hash,omitempty"`
 	Status     string    `json:"status,omitempty"`
+	Signal     string    `json:"signal,omitempty"`
 	Checkpoint bool      `json:"checkpoint,omitempty"`
 	Mkdirs     []string  `json:"mkdirs,omitempty"`
 	MkdirsB64  []string  `json:"mkdirs_b64,omitempty"`
@@ -225,7 +226,7 @@ type txOpJSON struct {
 // MarshalJSON writes the op with byte-safe arguments and edit texts.
 func (op TxOp) MarshalJSON() ([]byte, error) {
 	return json.Marshal(txOpJSON{op.Seq, op.Kind, jsonname.Texts(op.Argv), jsonname.B64s(op.Argv), op.Created, op.Files,
-		jsonname.Text(op.Old), jsonname.B64(op.Old), jsonname.Text(op.New), jsonname.B64(op.New), op.All, op.ExpectHash, op.Status, op.Checkpoint,
+		jsonname.Text(op.Old), jsonname.B64(op.Old), jsonname.Text(op.New), jsonname.B64(op.New), op.All, op.ExpectHash, op.Status, op.Signal, op.Checkpoint,
 		jsonname.Texts(op.Mkdirs), jsonname.B64s(op.Mkdirs), op.Pending, op.Flow})
 }
 
@@ -296,7 +297,7 @@ func (j *txOpJSON) txOp(op *TxOp) error {
 	if err != nil {
 		return fmt.Errorf("mkdirs: %w", err)
 	}
-	*op = TxOp{Seq: j.Seq, Kind: j.Kind, Argv: argv, Created: j.Created, Files: j.Files, Old: old, New: nw, All: j.All, ExpectHash: j.ExpectHash, Status: j.Status, Checkpoint: j.Checkpoint,
+	*op = TxOp{Seq: j.Seq, Kind: j.Kind, Argv: argv, Created: j.Created, Files: j.Files, Old: old, New: nw, All: j.All, ExpectHash: j.ExpectHash, Status: j.Status, Signal: j.Signal, Checkpoint: j.Checkpoint,
 		Mkdirs: mkdirs, Pending: j.Pending, Flow: j.Flow}
 	return nil
 }

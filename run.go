@@ -229,10 +229,12 @@ func (s *Stage) Run(ctx context.Context, argv []string, opts RunOptions) (*RunRe
 		}
 		return nil, &Error{Code: CodeCommandNotExecutable, Message: fmt.Sprintf("command %q cannot be run: %s", argv[0], out.ExecErr.Message), Err: out.ExecErr}
 	}
+	status := RunDone
 	if ctx.Err() != nil {
 		// Cancelled: the container is stopped; recording what it left
 		// must not fail for the same reason.
 		ctx = context.WithoutCancel(ctx)
+		status = RunCancelled
 	}
 	res := &RunResult{ExitCode: out.ExitCode, Containment: string(out.Containment)}
 	if out.Signal != 0 {
@@ -246,7 +248,8 @@ func (s *Stage) Run(ctx context.Context, argv []string, opts RunOptions) (*RunRe
 		return nil, err
 	}
 	res.Changes = cs
-	if err := s.finishRunOp(ctx, rec.TxOp, op, pre, cs, checkpoint); err != nil {
+	op.Signal = res.Signal
+	if err := s.finishRunOp(ctx, rec.TxOp, op, status, pre, cs, checkpoint); err != nil {
 		return nil, err
 	}
 	r := s.newReceipt("run", cs)
@@ -274,11 +277,12 @@ func (s *Stage) Run(ctx context.Context, argv []string, opts RunOptions) (*RunRe
 	return res, nil
 }
 
-// finishRunOp records the run's op as done and, with checkpoint, what its
-// command changed (see checkpoint.go), its contents kept.
-func (s *Stage) finishRunOp(ctx context.Context, seq int, op TxOp, pre []tree.Entry, cs *ChangeSet, checkpoint bool) error {
+// finishRunOp records the run's op as ended with status (done or
+// cancelled) and, with checkpoint, what its command changed (see
+// checkpoint.go), its contents kept.
+func (s *Stage) finishRunOp(ctx context.Context, seq int, op TxOp, status string, pre []tree.Entry, cs *ChangeSet, checkpoint bool) error {
 	if !checkpoint {
-		return s.setRunStatus(ctx, seq, op, RunDone)
+		return s.setRunStatus(ctx, seq, op, status)
 	}
 	release, err := s.keepLock(ctx)
 	if err != nil {
@@ -290,7 +294,7 @@ func (s *Stage) finishRunOp(ctx context.Context, seq int, op TxOp, pre []tree.En
 		return err
 	}
 	op.Files, op.Checkpoint = files, true
-	return s.setRunStatus(ctx, seq, op, RunDone)
+	return s.setRunStatus(ctx, seq, op, status)
 }
 
 // viewDigest is the digest of the view cs was scanned from (special files

@@ -36,10 +36,15 @@ type TxOp struct {
 	All        bool   `json:"all,omitempty"`
 	ExpectHash string `json:"expect_hash,omitempty"`
 	// Status is a run's: RunRunning from before its command starts until
-	// its change set is recorded, then RunDone; RunInterrupted when the
-	// stage was found free with the run unfinished (its wtx was killed).
-	// Empty for per-file ops and for runs recorded before runs had one.
+	// its change set is recorded, then RunDone, or RunCancelled when the
+	// caller stopped it (an MCP call cancelled, a deadline); RunInterrupted
+	// when the stage was found free with the run unfinished (its wtx was
+	// killed). Empty for per-file ops and for runs recorded before runs had
+	// one.
 	Status string `json:"status,omitempty"`
+	// Signal names the signal that ended a run's command (SIGTERM, …),
+	// empty when it exited.
+	Signal string `json:"signal,omitempty"`
 	// Checkpoint is set on a run whose Files are every path its command
 	// changed in the view, with the entry before and after it; the file
 	// contents of both sides are kept in the blob store where they could
@@ -63,6 +68,7 @@ type TxOp struct {
 const (
 	RunRunning     = "running"
 	RunDone        = "done"
+	RunCancelled   = "cancelled"
 	RunInterrupted = "interrupted"
 )
 

@@ -73,8 +73,13 @@ func txOpSummary(op wtx.TxOp) string {
 	switch op.Kind {
 	case "run":
 		s := showArgv(op.Argv)
-		if op.Status == wtx.RunInterrupted {
+		switch {
+		case op.Status == wtx.RunInterrupted:
 			s += " (interrupted)"
+		case op.Status == wtx.RunCancelled && op.Signal != "":
+			s += " (cancelled, " + op.Signal + ")"
+		case op.Status == wtx.RunCancelled:
+			s += " (cancelled)"
 		}
 		return s
 	default:

@@ -6,8 +6,11 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/wtx-dev/wtx/internal/wtxtest"
 )
 
 // Every tool says what a host may assume of it, so that hosts can let
@@ -154,5 +157,54 @@ func TestMCPDiffPlainBlock(t *testing.T) {
 	}
 	if plain == nil || plain.Text != out.Diff || !strings.Contains(plain.Text, "+\"quoted\"\tline\n") {
 		t.Fatalf("the plain block %v is not the diff %q", plain, out.Diff)
+	}
+}
+
+// A run whose call is cancelled is recorded as cancelled, with the signal
+// that ended its command, not as done.
+func TestMCPCancelledRunIsRecordedSo(t *testing.T) {
+	cs, _ := session(t, map[string]string{"a.txt": "a\n"})
+	var begun struct{ Tx string }
+	if e := call(t, cs, "begin", map[string]any{}, &begun); e != "" {
+		t.Fatal(e)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	errc := make(chan error, 1)
+	go func() {
+		_, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "run", Arguments: map[string]any{"tx": begun.Tx, "argv": []string{"sh", "-c", "echo x > b.txt; exec sleep 60"}}})
+		errc <- err
+	}()
+	// Wait until the command has written, then cancel the call.
+	deadline := time.Now().Add(wtxtest.Patience(t))
+	for {
+		var st struct {
+			TxOps []struct{ Status string } `json:"tx_ops"`
+		}
+		e := call(t, cs, "status", map[string]any{"tx": begun.Tx}, &st)
+		if e == "" && len(st.TxOps) == 1 && st.TxOps[0].Status == "running" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the run never started")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	time.Sleep(300 * time.Millisecond)
+	cancel()
+	<-errc
+	for {
+		var st struct {
+			TxOps []struct{ Status, Signal string } `json:"tx_ops"`
+		}
+		if e := call(t, cs, "status", map[string]any{"tx": begun.Tx}, &st); e == "" && len(st.TxOps) == 1 && st.TxOps[0].Status != "running" {
+			if st.TxOps[0].Status != "cancelled" || st.TxOps[0].Signal == "" {
+				t.Fatalf("the cancelled run is recorded as %+v", st.TxOps[0])
+			}
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the cancelled run was never recorded as ended")
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 }

@@ -3,11 +3,15 @@
 //
 // # Vocabulary
 //
-// A [Backend] is one way of making a view (copy today; overlay and clone
-// later). [Backend.Open] records the base [tree.Manifest] of the workspace and
-// makes a [View]: the staged tree plus what it takes to run a command inside
-// it. [View.Scan] lists the view's entries so that tree.Compare can tell the
-// change set; [View.OpenFile] reads staged content without following links.
+// A [Backend] is one way of making a view: [Overlay] (Linux: an overlay
+// mount, built in the namespaces of the command's supervisor), [Clone]
+// (reflinked copies where the filesystem has them) and [Copy] (plain
+// copies, everywhere); [Backends] lists this platform's in the order
+// "auto" tries them. [Backend.Open] records the base [tree.Manifest] of
+// the workspace and makes a [View]: the staged tree plus what it takes to
+// run a command inside it. [View.Scan] lists the view's entries so that
+// tree.Compare can tell the change set; [View.OpenFile] reads staged
+// content without following links.
 //
 // Backends differ in cost, never in meaning: every backend passes the same
 // conformance suite.
