@@ -117,8 +117,8 @@ says that only the digests are known.`,
 		},
 	}
 	f := cmd.Flags()
-	f.StringArrayVar(&paths, "path", nil, "only paths under `SEL` (repeatable)")
-	f.StringArrayVar(&exclude, "exclude", nil, "leave out paths under `SEL` (repeatable)")
+	f.StringArrayVar(g.selectors(&paths), "path", nil, "only paths under `SEL` (repeatable)")
+	f.StringArrayVar(g.selectors(&exclude), "exclude", nil, "leave out paths under `SEL` (repeatable)")
 	f.BoolVar(&stat, "stat", false, "a per-file summary like git diff --stat")
 	f.BoolVar(&ns, "name-status", false, "one line per change: A, M, D or T (type change), a tab, the path")
 	f.BoolVar(&binaryFlag, "binary", false, "write binary changes as git binary patches even on a terminal")
@@ -277,8 +277,8 @@ EXIT STATUS
 		},
 	}
 	f := cmd.Flags()
-	f.StringArrayVar(&opts.Paths, "path", nil, "apply only `SEL` and what is beneath it (repeatable)")
-	f.StringArrayVar(&opts.Exclude, "exclude", nil, "leave out `SEL` and what is beneath it: it stays staged (repeatable)")
+	f.StringArrayVar(g.selectors(&opts.Paths), "path", nil, "apply only `SEL` and what is beneath it (repeatable)")
+	f.StringArrayVar(g.selectors(&opts.Exclude), "exclude", nil, "leave out `SEL` and what is beneath it: it stays staged (repeatable)")
 	f.BoolVar(&all, "all", false, "apply the whole change set (the default)")
 	f.BoolVar(&opts.Approve, "approve", false, "allow changes under --protect selectors")
 	f.BoolVarP(&opts.DryRun, "dry-run", "n", false, "run every check, write nothing")

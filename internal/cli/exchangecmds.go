@@ -224,7 +224,7 @@ workspace's excludes are left out, listed, and never applied here.`,
 	}
 	cmd.Flags().StringVar(&opts.Name, "name", "", "a name `N` for the new stage")
 	cmd.Flags().StringVar(&opts.Backend, "backend", "auto", "how to stage this workspace: auto|overlay|clone|copy")
-	cmd.Flags().StringArrayVar(&opts.Protect, "protect", nil, "make an apply touching `SEL` need --approve (repeatable)")
+	cmd.Flags().StringArrayVar(g.selectors(&opts.Protect), "protect", nil, "make an apply touching `SEL` need --approve (repeatable)")
 	cmd.Flags().StringVar(&ref, "git", "", "import the change set of the git commit `REF` wrote by 'wtx export --git'")
 	cmd.Flags().BoolVar(&requireSigned, "require-signed", false, "refuse a change set no signed receipt names")
 	cmd.Flags().BoolVar(&requireTrusted, "require-trusted", false, "refuse a change set no receipt signed by a key you trust names")

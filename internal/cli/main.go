@@ -64,6 +64,8 @@ type globals struct {
 	exitCode *int
 	// runCommand marks errors of wtx run, whose own failures exit 125.
 	runCommand bool
+	// specs are the command line's paths and selectors (pathspec.go).
+	specs pathspecs
 	// noRecover keeps open from recovering (wtx recover does it itself).
 	noRecover bool
 	// args are the command line; jsonParsed is set once flags were parsed
@@ -263,6 +265,10 @@ func (g *globals) open(ctx context.Context) (*wtx.Workspace, error) {
 		return nil, err
 	}
 	g.opened = true
+	if err := g.resolvePathspecs(ws); err != nil {
+		ws.Close()
+		return nil, err
+	}
 	if r := ws.Recovered(); r != nil {
 		for _, op := range r.RolledBack {
 			g.notice("wtx: an apply (%s) was interrupted; rolled it back: the workspace is as it was before it", op)

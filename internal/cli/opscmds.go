@@ -177,8 +177,8 @@ undo of one.`,
 			return nil
 		},
 	}
-	cmd.Flags().StringArrayVar(&opts.Paths, "path", nil, "take back only the paths of OP under `SEL` (repeatable)")
-	cmd.Flags().StringArrayVar(&opts.Exclude, "exclude", nil, "leave the paths of OP under `SEL` as they are (repeatable)")
+	cmd.Flags().StringArrayVar(g.selectors(&opts.Paths), "path", nil, "take back only the paths of OP under `SEL` (repeatable)")
+	cmd.Flags().StringArrayVar(g.selectors(&opts.Exclude), "exclude", nil, "leave the paths of OP under `SEL` as they are (repeatable)")
 	cmd.Flags().BoolVar(&opts.Approve, "approve", false, "allow the undo to write protected paths (--protect selectors, .git, .wtx.toml)")
 	return cmd
 }

@@ -48,7 +48,7 @@ func relFrom(ws *wtx.Workspace) string {
 func printWorkspace(w io.Writer, ws *wtx.Workspace, f *project.File) {
 	line := "workspace " + quote.Path(ws.Path())
 	if rel := relFrom(ws); rel != "." {
-		line += " (you are in " + quote.Path(rel) + "; paths are relative to the workspace)"
+		line += " (you are in " + quote.Path(rel) + "; paths are relative to it, :/ names the top)"
 	}
 	fmt.Fprintln(w, line)
 	if f == nil {

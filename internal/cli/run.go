@@ -81,7 +81,7 @@ EXIT STATUS
 	}
 	f := cmd.Flags()
 	f.SetInterspersed(false)
-	addStageFlags(f, &begin)
+	addStageFlags(g, f, &begin)
 	g.addProjectFlag(f)
 	f.StringVar(&tx, "tx", "", "run in the open stage `T` instead of a new one")
 	f.BoolVar(&applyOnSuccess, "apply-on-success", false, "apply the whole change set if CMD exits 0, drop the stage otherwise")
@@ -257,7 +257,7 @@ func printRunSummary(g *globals, st *wtx.Stage, res *wtx.RunResult) {
 			fmt.Fprintf(w, "  … and %d more (wtx status %s)\n", len(res.Changes.Changes)-maxShown, ref)
 			break
 		}
-		fmt.Fprintf(w, "  %s %s%s\n", actionLetter(ch), displayPath(ch), reservedNote(ch.Path))
+		fmt.Fprintf(w, "  %s %s%s\n", actionLetter(ch), g.displayPath(ch), reservedNote(ch.Path))
 	}
 	for _, p := range res.Changes.Special {
 		fmt.Fprintf(w, "  ! %s (FIFO, socket or device: never applied)\n", quote.Path(p))
@@ -287,14 +287,15 @@ func actionLetter(ch wtx.Change) string {
 	return "M"
 }
 
-// displayPath is a change's path for a listing, quoted as git quotes it
-// (I-007): a name can never split or rewrite its line.
-func displayPath(ch wtx.Change) string {
+// displayPath is a change's path for a listing, relative to where the
+// user stands and quoted as git quotes it (I-007): a name can never split
+// or rewrite its line.
+func (g *globals) displayPath(ch wtx.Change) string {
 	t := ch.Type
 	if t == "" && ch.Before != nil {
 		t = ch.Before.Type
 	}
-	p := quote.Path(ch.Path)
+	p := quote.Path(g.showPath(ch.Path))
 	switch t {
 	case "dir":
 		return p + "/"

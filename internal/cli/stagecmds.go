@@ -68,7 +68,7 @@ ops with 'wtx undo' for that).`,
 			return nil
 		},
 	}
-	addStageFlags(cmd.Flags(), &begin)
+	addStageFlags(g, cmd.Flags(), &begin)
 	cmd.Flags().StringVar(&begin.At, "at", "", "open the stage on the workspace as it was right after op `OP` (later ops set back in the view)")
 	g.addProjectFlag(cmd.Flags())
 	return cmd
@@ -226,7 +226,7 @@ may be left out when the workspace has exactly one open stage.`,
 			}
 			color := g.color()
 			for _, ch := range s.Changes {
-				line := fmt.Sprintf("  %s %s%s", paintAction(color, actionLetter(ch)), displayPath(ch), reservedNote(ch.Path))
+				line := fmt.Sprintf("  %s %s%s", paintAction(color, actionLetter(ch)), g.displayPath(ch), reservedNote(ch.Path))
 				if k, ok := drift[ch.Path]; ok {
 					line += paint(color, sgrRed, "   [drift: "+k+" outside the stage]")
 				}
@@ -255,7 +255,7 @@ may be left out when the workspace has exactly one open stage.`,
 			return bw.Flush()
 		},
 	}
-	cmd.Flags().StringArrayVar(&paths, "path", nil, "only paths under `SEL` (repeatable)")
+	cmd.Flags().StringArrayVar(g.selectors(&paths), "path", nil, "only paths under `SEL` (repeatable)")
 	return cmd
 }
 

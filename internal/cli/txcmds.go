@@ -45,7 +45,11 @@ carries the digest to pass to 'wtx write --expect-hash'.`,
 				return err
 			}
 			defer ws.Close()
-			r, err := st.Read(c.Context(), args[0])
+			path, err := g.pathArg(args[0])
+			if err != nil {
+				return err
+			}
+			r, err := st.Read(c.Context(), path)
 			if err != nil {
 				return err
 			}
@@ -99,7 +103,11 @@ is written.`,
 				return err
 			}
 			defer ws.Close()
-			r, err := st.Write(c.Context(), args[0], data, opts)
+			path, err := g.pathArg(args[0])
+			if err != nil {
+				return err
+			}
+			r, err := st.Write(c.Context(), path, data, opts)
 			if err != nil {
 				return err
 			}
@@ -138,7 +146,11 @@ workspace's copy changes.`,
 				return err
 			}
 			defer ws.Close()
-			r, err := st.Edit(c.Context(), args[0], old, new, all, expect)
+			path, err := g.pathArg(args[0])
+			if err != nil {
+				return err
+			}
+			r, err := st.Edit(c.Context(), path, old, new, all, expect)
 			if err != nil {
 				return err
 			}
@@ -167,7 +179,11 @@ func newRmCommand(g *globals) *cobra.Command {
 				return err
 			}
 			defer ws.Close()
-			r, err := st.Remove(c.Context(), args[0], expect)
+			path, err := g.pathArg(args[0])
+			if err != nil {
+				return err
+			}
+			r, err := st.Remove(c.Context(), path, expect)
 			if err != nil {
 				return err
 			}
@@ -333,7 +349,7 @@ before the stage opens: one under --exclude (refusal.boundary) or starting with
 	// All or nothing is the only mode; --atomic is still accepted.
 	f.BoolVar(&atomic, "atomic", true, "apply all commands or none (the only mode; kept for scripts that say so)")
 	f.Lookup("atomic").Hidden = true
-	addStageFlags(f, &begin)
+	addStageFlags(g, f, &begin)
 	g.addProjectFlag(f)
 	f.BoolVar(&apply.Approve, "approve", false, "allow changes under --protect selectors")
 	return cmd
