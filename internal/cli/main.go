@@ -331,7 +331,7 @@ EXIT STATUS
 	root.PersistentPreRun = func(*cobra.Command, []string) { g.jsonParsed = true }
 
 	pf := root.PersistentFlags()
-	pf.StringVarP(&g.dir, "directory", "C", "", "the workspace `DIR` (default: the current directory)")
+	pf.StringVarP(&g.dir, "directory", "C", "", "the workspace `DIR`, exactly (default: found from the current directory, walking up as git does)")
 	pf.BoolVar(&g.json, "json", false, "print one JSON object on stdout")
 	pf.BoolVarP(&g.quiet, "quiet", "q", false, "print no notices or summaries")
 	pf.BoolVar(&g.noColor, "no-color", false, "never colour output")

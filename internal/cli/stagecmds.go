@@ -10,6 +10,7 @@ import (
 
 	"github.com/wtx-dev/wtx"
 	"github.com/wtx-dev/wtx/internal/answer"
+	"github.com/wtx-dev/wtx/internal/project"
 	"github.com/wtx-dev/wtx/internal/quote"
 )
 
@@ -173,11 +174,21 @@ may be left out when the workspace has exactly one open stage.`,
 		Args: maxOneStage,
 		RunE: func(c *cobra.Command, args []string) error {
 			ctx := c.Context()
-			ws, st, err := g.stageFor(c, stageArg(args))
+			ws, err := g.open(ctx)
 			if err != nil {
 				return err
 			}
 			defer ws.Close()
+			st, err := ws.Stage(ctx, stageArg(args))
+			if err != nil {
+				if stageArg(args) == "" && !g.json && wtx.AsError(err).Code == wtx.CodeNoStage {
+					// As git status always answers: where you are, the
+					// project file (or why it cannot be used), and how
+					// to start.
+					return g.statusWithoutStage(ws)
+				}
+				return err
+			}
 			s, err := st.Status(ctx, paths)
 			if err != nil {
 				return err
@@ -393,4 +404,18 @@ changes nothing.`,
 	f.BoolVar(&empty, "empty", false, "drop every open stage whose change set is empty")
 	f.BoolVar(&all, "all", false, "drop every open stage")
 	return cmd
+}
+
+// statusWithoutStage is status's answer for a workspace with no open
+// stage: the workspace, its project file or why it cannot be used, its
+// newest op, and how to start a stage.
+func (g *globals) statusWithoutStage(ws *wtx.Workspace) error {
+	w := g.io.Out
+	proj, perr := ws.Project()
+	printWorkspace(w, ws, proj)
+	if perr != nil {
+		fmt.Fprintf(w, "project  %s cannot be used: %s\n", project.FileName, wtx.AsError(perr).Message)
+	}
+	fmt.Fprintln(w, "no open stage: start one with 'wtx run -- CMD' or 'wtx begin'")
+	return nil
 }
