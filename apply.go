@@ -168,6 +168,9 @@ func (s *Stage) apply(ctx context.Context, opts ApplyOptions) (res *ApplyResult,
 	if err := s.checkRecorded(ctx, cs.changes); err != nil {
 		return nil, err
 	}
+	if err := s.checkResolved(ctx, cs.changes); err != nil {
+		return nil, err
+	}
 	if len(cs.changes) == 0 {
 		if len(opts.Paths) == 0 && len(opts.Exclude) == 0 && len(opts.Hunks) == 0 && !opts.DryRun && len(cs.all) == 0 && len(cs.Special) == 0 {
 			// Nothing is staged at all: the stage settles. One whose

@@ -130,6 +130,9 @@ const (
 	// RepairTrustKey: add the signer's public key to the trust file of
 	// receipt keys, once it is known to be theirs (Detail names the key).
 	RepairTrustKey RepairAction = "trust-key"
+	// RepairResolve: remove the conflict markers a rebase left in Paths,
+	// or take one side whole (Stage.Resolve).
+	RepairResolve RepairAction = "resolve"
 )
 
 // Repair is a way out of a refusal. Class says which conflicts it answers

@@ -303,25 +303,26 @@ func (j *txOpJSON) txOp(op *TxOp) error {
 }
 
 type stageConfigJSON struct {
-	Exclude    []string      `json:"exclude,omitempty"`
-	ExcludeB64 []string      `json:"exclude_b64,omitempty"`
-	Share      []string      `json:"share,omitempty"`
-	ShareB64   []string      `json:"share_b64,omitempty"`
-	Protect    []string      `json:"protect,omitempty"`
-	ProtectB64 []string      `json:"protect_b64,omitempty"`
-	Skipped    []BackendSkip `json:"skipped,omitempty"`
-	Ops        []string      `json:"ops,omitempty"`
-	RootMode   *uint32       `json:"root_mode,omitempty"`
-	At         string        `json:"at,omitempty"`
-	Import     *ImportOrigin `json:"import,omitempty"`
-	Rebased    []RebaseMark  `json:"rebased,omitempty"`
-	NoProject  bool          `json:"no_project,omitempty"`
+	Exclude    []string       `json:"exclude,omitempty"`
+	ExcludeB64 []string       `json:"exclude_b64,omitempty"`
+	Share      []string       `json:"share,omitempty"`
+	ShareB64   []string       `json:"share_b64,omitempty"`
+	Protect    []string       `json:"protect,omitempty"`
+	ProtectB64 []string       `json:"protect_b64,omitempty"`
+	Skipped    []BackendSkip  `json:"skipped,omitempty"`
+	Ops        []string       `json:"ops,omitempty"`
+	RootMode   *uint32        `json:"root_mode,omitempty"`
+	At         string         `json:"at,omitempty"`
+	Import     *ImportOrigin  `json:"import,omitempty"`
+	Rebased    []RebaseMark   `json:"rebased,omitempty"`
+	NoProject  bool           `json:"no_project,omitempty"`
+	Conflicted []ConflictMark `json:"conflicted,omitempty"`
 }
 
 // MarshalJSON writes the configuration with byte-safe selectors.
 func (c stageConfig) MarshalJSON() ([]byte, error) {
 	return json.Marshal(stageConfigJSON{jsonname.Texts(c.Exclude), jsonname.B64s(c.Exclude), jsonname.Texts(c.Share), jsonname.B64s(c.Share),
-		jsonname.Texts(c.Protect), jsonname.B64s(c.Protect), c.Skipped, c.Ops, c.RootMode, c.At, c.Import, c.Rebased, c.NoProject})
+		jsonname.Texts(c.Protect), jsonname.B64s(c.Protect), c.Skipped, c.Ops, c.RootMode, c.At, c.Import, c.Rebased, c.NoProject, c.Conflicted})
 }
 
 // UnmarshalJSON reads what MarshalJSON writes.
@@ -331,7 +332,7 @@ func (c *stageConfig) UnmarshalJSON(data []byte) error {
 		return err
 	}
 	var err error
-	out := stageConfig{Skipped: j.Skipped, Ops: j.Ops, RootMode: j.RootMode, At: j.At, Import: j.Import, Rebased: j.Rebased, NoProject: j.NoProject}
+	out := stageConfig{Skipped: j.Skipped, Ops: j.Ops, RootMode: j.RootMode, At: j.At, Import: j.Import, Rebased: j.Rebased, NoProject: j.NoProject, Conflicted: j.Conflicted}
 	if out.Exclude, err = jsonname.Names(j.Exclude, j.ExcludeB64); err != nil {
 		return fmt.Errorf("exclude: %w", err)
 	}
@@ -474,6 +475,8 @@ type statusJSON struct {
 	Changes          []Change        `json:"changes"`
 	Drift            []Conflict      `json:"drift"`
 	StaleReads       []Conflict      `json:"stale_reads"`
+	Conflicted       []string        `json:"conflicted"`
+	ConflictedB64    []string        `json:"conflicted_b64,omitempty"`
 	Special          []string        `json:"special"`
 	SpecialB64       []string        `json:"special_b64,omitempty"`
 	LeftOut          []LeftOut       `json:"left_out"`
@@ -488,7 +491,7 @@ func (s Status) MarshalJSON() ([]byte, error) {
 	return json.Marshal(statusJSON{s.Tx, s.Name, s.State, s.Running, s.Run, s.Backend, s.Skipped, s.View, s.Created, s.At,
 		jsonname.Texts(s.Exclude), jsonname.B64s(s.Exclude), jsonname.Texts(s.Share), jsonname.B64s(s.Share),
 		jsonname.Texts(s.Protect), jsonname.B64s(s.Protect), s.Counts, s.ChangesetDigest, s.Changes, s.Drift, s.StaleReads,
-		jsonname.Texts(s.Special), jsonname.B64s(s.Special), s.LeftOut, s.RootMode, s.Ops, s.TxOps, s.NotTransactional})
+		jsonname.Texts(s.Conflicted), jsonname.B64s(s.Conflicted), jsonname.Texts(s.Special), jsonname.B64s(s.Special), s.LeftOut, s.RootMode, s.Ops, s.TxOps, s.NotTransactional})
 }
 
 // shellQuote writes a name as one POSIX shell word (quote.Shell).

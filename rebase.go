@@ -1,11 +1,14 @@
 package wtx
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"slices"
 	"sort"
 
 	"github.com/wtx-dev/wtx/internal/blob"
+	"github.com/wtx-dev/wtx/internal/failpoint"
 	"github.com/wtx-dev/wtx/internal/fsx"
 	"github.com/wtx-dev/wtx/internal/quote"
 	"github.com/wtx-dev/wtx/internal/textdiff"
@@ -18,6 +21,10 @@ type RebaseResult struct {
 	// workspace's current content; Merged those merged three-way.
 	Rebased []string `json:"rebased"`
 	Merged  []string `json:"merged"`
+	// Conflicted lists the merged paths where both sides changed the same
+	// lines: they hold conflict markers now, and apply refuses them until
+	// the markers are gone (edit them out, or Resolve).
+	Conflicted []string `json:"conflicted"`
 }
 
 // Rebase moves the stage onto the workspace's current state for every path
@@ -28,7 +35,9 @@ type RebaseResult struct {
 // content is known is merged three-way (the stage's changes and the
 // workspace's both land; overlapping ones refuse): a command run keeps
 // the original content of what it changed (checkpoint.go), so what a
-// command changed merges too. Anything else — a whole write, a removal,
+// command changed merges too. Lines both sides changed are written
+// between conflict markers and the path is marked conflicted (see
+// conflictmarks.go). Anything else — a whole write, a removal,
 // an op with an expected hash, a command run without a checkpoint, a path
 // whose original is not known — makes the rebase fail, and then the stage
 // is left exactly as it was.
@@ -62,12 +71,13 @@ func (s *Stage) rebase(ctx context.Context, merge, trial bool) (*RebaseResult, e
 	if err != nil {
 		return nil, err
 	}
-	res := &RebaseResult{Rebased: []string{}, Merged: []string{}}
+	res := &RebaseResult{Rebased: []string{}, Merged: []string{}, Conflicted: []string{}}
 	type plan struct {
 		path    string
 		content []byte
 		perm    uint32
 		cur     string // the workspace's current digest: the new base
+		mark    *ConflictMark
 	}
 	var plans []plan
 	var failures []Conflict
@@ -158,13 +168,26 @@ func (s *Stage) rebase(ctx context.Context, merge, trial bool) (*RebaseResult, e
 			failures = append(failures, Conflict{Path: p, Kind: "rebase", Detail: "binary file: no three-way merge"})
 			continue
 		}
-		merged, conflicts := textdiff.Merge3(base, ours, theirs)
-		if len(conflicts) > 0 {
+		merged, conflicts := textdiff.Merge3Marked(base, ours, theirs,
+			textdiff.Labels{Ours: markerLabels.ours, Base: markerLabels.base, Theirs: markerLabels.theirs})
+		if len(conflicts) > 0 && failpoint.Disabled("conflict-markers") {
 			failures = append(failures, Conflict{Path: p, Kind: "rebase",
 				Detail: fmt.Sprintf("the stage and the workspace changed the same lines (base lines %d-%d)", conflicts[0].Start, conflicts[0].End)})
 			continue
 		}
-		plans = append(plans, plan{path: p, content: merged, perm: perm, cur: cur})
+		pl := plan{path: p, content: merged, perm: perm, cur: cur}
+		if len(conflicts) > 0 {
+			// The stage's side is kept for Resolve (the workspace's was
+			// kept above).
+			if !trial {
+				if _, err := s.ws.blobs.PutBytes(ctx, ours); err != nil {
+					return nil, AsError(err)
+				}
+			}
+			pl.mark = &ConflictMark{Path: []byte(p), Ours: string(blob.Sum(ours)), Theirs: cur}
+			res.Conflicted = append(res.Conflicted, p)
+		}
+		plans = append(plans, pl)
 		res.Merged = append(res.Merged, p)
 	}
 	if len(failures) > 0 {
@@ -179,16 +202,21 @@ func (s *Stage) rebase(ctx context.Context, merge, trial bool) (*RebaseResult, e
 	if len(plans) == 0 || trial {
 		sort.Strings(res.Rebased)
 		sort.Strings(res.Merged)
+		sort.Strings(res.Conflicted)
 		return res, nil
 	}
 	// Every path could be carried: mark them (before the view changes,
 	// so that no kill leaves a moved path unmarked), write the new
 	// contents and move their base.
 	paths := make([]string, len(plans))
+	var marks []ConflictMark
 	for i := range plans {
 		paths[i] = plans[i].path
+		if plans[i].mark != nil {
+			marks = append(marks, *plans[i].mark)
+		}
 	}
-	if err := s.markRebased(ctx, ops, paths); err != nil {
+	if err := s.markRebased(ctx, ops, paths, marks); err != nil {
 		return nil, err
 	}
 	m := cs.base
@@ -215,18 +243,24 @@ func (s *Stage) rebase(ctx context.Context, merge, trial bool) (*RebaseResult, e
 	}
 	sort.Strings(res.Rebased)
 	sort.Strings(res.Merged)
+	sort.Strings(res.Conflicted)
 	return res, nil
 }
 
 // markRebased records that a rebase moves the base of paths after the
-// stage's last op (RebaseMark).
-func (s *Stage) markRebased(ctx context.Context, ops []TxOp, paths []string) error {
+// stage's last op (RebaseMark), and which of them it leaves conflicted (a
+// later mark of a path replaces an earlier one).
+func (s *Stage) markRebased(ctx context.Context, ops []TxOp, paths []string, marks []ConflictMark) error {
 	last := 0
 	if len(ops) > 0 {
 		last = ops[len(ops)-1].Seq
 	}
 	for _, p := range paths {
 		s.cfg.Rebased = append(s.cfg.Rebased, RebaseMark{Path: []byte(p), AfterOp: last})
+	}
+	for _, m := range marks {
+		s.cfg.Conflicted = slices.DeleteFunc(s.cfg.Conflicted, func(c ConflictMark) bool { return bytes.Equal(c.Path, m.Path) })
+		s.cfg.Conflicted = append(s.cfg.Conflicted, m)
 	}
 	return s.saveConfig(ctx)
 }

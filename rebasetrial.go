@@ -3,6 +3,9 @@ package wtx
 import (
 	"context"
 	"errors"
+	"fmt"
+
+	"github.com/wtx-dev/wtx/internal/quote"
 )
 
 // RebaseTrial says whether a rebase of the stage would carry every drifted
@@ -18,6 +21,9 @@ type RebaseTrial struct {
 	Result *RebaseResult
 	// Refusal is why the rebase with merge fails, when neither succeeds.
 	Refusal *Error
+	// Conflicted are the paths the rebase with merge would leave with
+	// conflict markers.
+	Conflicted []string
 }
 
 // TryRebase tries a rebase, then a rebase with merge, without changing
@@ -38,7 +44,7 @@ func (s *Stage) TryRebase(ctx context.Context) (*RebaseTrial, error) {
 		case err == nil && !merge:
 			t.Rebase, t.Result = true, res
 		case err == nil:
-			t.Merge = true
+			t.Merge, t.Conflicted = true, res.Conflicted
 			if t.Result == nil {
 				t.Result = res
 			}
@@ -81,8 +87,11 @@ func (s *Stage) OfferRebase(ctx context.Context, err error) error {
 			Command: "wtx rebase " + s.ID()})
 	}
 	if t.Merge {
-		tried = append(tried, Repair{Action: "merge", Detail: "merge the workspace's changes and the stage's three-way where edits cannot be re-run (tried: it succeeds), then apply again",
-			Command: "wtx rebase " + s.ID() + " --merge"})
+		detail := "merge the workspace's changes and the stage's three-way where edits cannot be re-run (tried: it succeeds), then apply again"
+		if n := len(t.Conflicted); n > 0 {
+			detail = fmt.Sprintf("merge the workspace's changes and the stage's three-way (tried: %d path(s) get conflict markers where both changed the same lines, first %s; resolve them, then apply again)", n, quote.Path(t.Conflicted[0]))
+		}
+		tried = append(tried, Repair{Action: "merge", Detail: detail, Command: "wtx rebase " + s.ID() + " --merge"})
 	}
 	out.Repairs = append(tried, out.Repairs...)
 	return &out

@@ -64,6 +64,9 @@ type stageConfig struct {
 	// Rebased names the paths a rebase moved the base of, each with the
 	// last op recorded before it.
 	Rebased []RebaseMark `json:"rebased,omitempty"`
+	// Conflicted are the paths a rebase with merge left with conflict
+	// markers (conflictmarks.go).
+	Conflicted []ConflictMark `json:"conflicted,omitempty"`
 	// NoProject: the stage was opened without the project file
 	// (BeginOptions.NoProject), by a person's choice.
 	NoProject bool `json:"no_project,omitempty"`

@@ -20,15 +20,18 @@ type Status struct {
 	Created time.Time     `json:"created"`
 	// At is the op the stage was opened at (begin --at): its base is the
 	// workspace right after that op, not as it was when it opened.
-	At               string          `json:"at,omitempty"`
-	Exclude          []string        `json:"exclude"`
-	Share            []string        `json:"share"`
-	Protect          []string        `json:"protect"`
-	Counts           Counts          `json:"counts"`
-	ChangesetDigest  string          `json:"changeset_digest"`
-	Changes          []Change        `json:"changes"`
-	Drift            []Conflict      `json:"drift"`
-	StaleReads       []Conflict      `json:"stale_reads"`
+	At              string     `json:"at,omitempty"`
+	Exclude         []string   `json:"exclude"`
+	Share           []string   `json:"share"`
+	Protect         []string   `json:"protect"`
+	Counts          Counts     `json:"counts"`
+	ChangesetDigest string     `json:"changeset_digest"`
+	Changes         []Change   `json:"changes"`
+	Drift           []Conflict `json:"drift"`
+	StaleReads      []Conflict `json:"stale_reads"`
+	// Conflicted are paths a rebase left with conflict markers still in
+	// the staged file: apply refuses them until they are resolved.
+	Conflicted       []string        `json:"conflicted"`
 	Special          []string        `json:"special"`
 	LeftOut          []LeftOut       `json:"left_out"` // a command's writes under --exclude: never applied (I-008)
 	RootMode         *RootModeChange `json:"root_mode_change,omitempty"`
@@ -44,7 +47,7 @@ func (s *Stage) Status(ctx context.Context, paths []string) (*Status, error) {
 	st := &Status{
 		Tx: s.ID(), Name: s.Name(), State: s.State(), Backend: s.Backend(), Skipped: nonNil(s.cfg.Skipped),
 		View: viewKind(s.Backend()), Created: s.Created(), At: s.At(), Exclude: nonNil(s.cfg.Exclude), Share: nonNil(s.cfg.Share),
-		Protect: nonNil(s.cfg.Protect), Drift: []Conflict{}, StaleReads: []Conflict{}, Special: []string{}, LeftOut: []LeftOut{},
+		Protect: nonNil(s.cfg.Protect), Drift: []Conflict{}, StaleReads: []Conflict{}, Conflicted: []string{}, Special: []string{}, LeftOut: []LeftOut{},
 		NotTransactional: s.notTransactional(),
 	}
 	if st.State == StateOpen {
@@ -92,6 +95,11 @@ func (s *Stage) Status(ctx context.Context, paths []string) (*Status, error) {
 		return nil, err
 	}
 	st.TxOps = nonNil(txops)
+	conflicted, err := s.Conflicted(ctx)
+	if err != nil {
+		return nil, err
+	}
+	st.Conflicted = nonNil(conflicted)
 	if len(cs.changes) == 0 {
 		return st, nil
 	}

@@ -160,6 +160,9 @@ type Rebase struct {
 	RebasedB64 []string `json:"rebased_b64,omitempty"`
 	Merged     []string `json:"merged"`
 	MergedB64  []string `json:"merged_b64,omitempty"`
+	// Conflicted are merged paths that hold conflict markers now.
+	Conflicted    []string `json:"conflicted"`
+	ConflictedB64 []string `json:"conflicted_b64,omitempty"`
 }
 
 // NewRebase renders a rebase's result.
@@ -167,6 +170,7 @@ func NewRebase(tx string, r *wtx.RebaseResult) Rebase {
 	out := Rebase{Tx: tx}
 	out.Rebased, out.RebasedB64 = Names(r.Rebased)
 	out.Merged, out.MergedB64 = Names(r.Merged)
+	out.Conflicted, out.ConflictedB64 = Names(r.Conflicted)
 	return out
 }
 

@@ -360,7 +360,7 @@ EXIT STATUS
 		newStatusCommand(g), newDiffCommand(g), newReviewCommand(g), newApplyCommand(g), newDropCommand(g),
 		newForkCommand(g), newExportCommand(g), newImportCommand(g))
 	group("agent", newReadCommand(g), newWriteCommand(g), newEditCommand(g), newRmCommand(g),
-		newRebaseCommand(g), newDropOpCommand(g), newBatchCommand(g), newMCPCommand(g), newFlowCommand(g))
+		newRebaseCommand(g), newResolveCommand(g), newDropOpCommand(g), newBatchCommand(g), newMCPCommand(g), newFlowCommand(g))
 	root.AddCommand(newVersionCommand(g), newGenDocsCommand(g), newSafeDirectoryCommand(g))
 	group("history", newLogCommand(g), newShowCommand(g), newUndoCommand(g), newRecoverCommand(g),
 		newReceiptCommand(g), newGCCommand(g), newFsckCommand(g))

@@ -76,6 +76,11 @@ func repairCommand(r wtx.Repair) string {
 		return "wtx diff " + tx
 	case wtx.RepairDropOp:
 		return "wtx drop-op " + tx + " " + strconv.Itoa(r.TxOp)
+	case wtx.RepairResolve:
+		if len(r.Paths) == 0 {
+			return "wtx status " + tx
+		}
+		return "wtx resolve " + tx + " --ours -- " + quote.Shell(r.Paths[0]) // or --theirs; or edit the markers out
 	}
 	return ""
 }

@@ -236,10 +236,17 @@ may be left out when the workspace has exactly one open stage.`,
 				drift[d.Path] = d.Kind
 			}
 			color := g.color()
+			conflicted := map[string]bool{}
+			for _, p := range s.Conflicted {
+				conflicted[p] = true
+			}
 			for _, ch := range s.Changes {
 				line := fmt.Sprintf("  %s %s%s", paintAction(color, actionLetter(ch)), g.displayPath(ch), reservedNote(ch.Path))
 				if k, ok := drift[ch.Path]; ok {
 					line += paint(color, sgrRed, "   [drift: "+k+" outside the stage]")
+				}
+				if conflicted[ch.Path] {
+					line += paint(color, sgrRed, "   [conflict markers: edit them out, or wtx resolve --ours|--theirs]")
 				}
 				fmt.Fprintln(w, line)
 			}

@@ -219,8 +219,13 @@ func newRebaseCommand(g *globals) *cobra.Command {
 stage opened (drift), re-run T's content-based edits (wtx edit --old/--new) on
 the workspace's current content, and move the path's base to it. With --merge, a
 path whose ops cannot be re-run (a whole write, an expected hash, a command
-run) is merged three-way when it is text and its original is known; changes to
-the same lines refuse. If any drifted path cannot be carried, nothing changes.`,
+run) is merged three-way when it is text and its original is known. Lines both
+the stage and the workspace changed are written into the staged file between
+git's conflict markers, with the base section (<<<<<<< stage, ||||||| base,
+=======, >>>>>>> workspace); 'wtx status' lists such paths as conflicted and
+apply refuses them until the markers are gone: edit them out in the stage, or
+take one side whole with 'wtx resolve'. If any drifted path cannot be carried
+at all (binary, original unknown), nothing changes.`,
 		Args: maxOneStage,
 		RunE: func(c *cobra.Command, args []string) error {
 			ws, st, err := g.stageFor(c, stageArg(args))
@@ -241,13 +246,78 @@ the same lines refuse. If any drifted path cannot be carried, nothing changes.`,
 			for _, p := range r.Rebased {
 				fmt.Fprintf(g.io.Out, "rebased %s\n", quote.Path(p))
 			}
+			conflicted := map[string]bool{}
+			for _, p := range r.Conflicted {
+				conflicted[p] = true
+			}
 			for _, p := range r.Merged {
-				fmt.Fprintf(g.io.Out, "merged %s\n", quote.Path(p))
+				if !conflicted[p] {
+					fmt.Fprintf(g.io.Out, "merged %s\n", quote.Path(g.showPath(p)))
+				}
+			}
+			for _, p := range r.Conflicted {
+				fmt.Fprintf(g.io.Out, "CONFLICT %s\n", quote.Path(g.showPath(p)))
+			}
+			if len(r.Conflicted) > 0 {
+				g.notice("wtx: %d path(s) hold conflict markers; edit them out in the stage, or take a side: wtx resolve %s --ours|--theirs -- PATH", len(r.Conflicted), quote.Shell(st.ID()))
 			}
 			return nil
 		},
 	}
 	cmd.Flags().BoolVar(&merge, "merge", false, "merge three-way what cannot be re-run")
+	return cmd
+}
+
+func newResolveCommand(g *globals) *cobra.Command {
+	var ours, theirs bool
+	cmd := &cobra.Command{
+		Use:   "resolve [T] (--ours | --theirs) PATH...",
+		Short: "Take one side whole for paths a rebase left conflicted",
+		Example: `  wtx resolve --theirs -- src/main.go   # the workspace's content
+  wtx resolve fmt --ours -- README        # the stage's content from before the rebase`,
+		Long: `For each PATH that 'wtx rebase --merge' left with conflict markers in stage T,
+stage one side whole: --ours, the stage's content from before the rebase; or
+--theirs, the workspace's content the rebase merged with. Each is a per-file
+write of the stage (drop-op takes it back). Editing the markers out of the
+staged file resolves a path as well.`,
+		Args: cobra.MinimumNArgs(1),
+		RunE: func(c *cobra.Command, args []string) error {
+			if ours == theirs {
+				return usageError{msg: "say which side to take: --ours or --theirs"}
+			}
+			tx := ""
+			switch n := c.ArgsLenAtDash(); {
+			case n == 1:
+				tx, args = args[0], args[1:]
+			case n > 1:
+				return usageError{msg: "at most one stage before --; the paths come after it"}
+			}
+			if len(args) == 0 {
+				return usageError{msg: "name the paths to resolve"}
+			}
+			ws, st, err := g.stageFor(c, tx)
+			if err != nil {
+				return err
+			}
+			defer ws.Close()
+			for _, a := range args {
+				p, err := g.pathArg(a)
+				if err != nil {
+					return err
+				}
+				r, err := st.Resolve(c.Context(), p, theirs)
+				if err != nil {
+					return err
+				}
+				if err := g.fileOpDone("resolve", st, r); err != nil {
+					return err
+				}
+			}
+			return nil
+		},
+	}
+	cmd.Flags().BoolVar(&ours, "ours", false, "take the stage's content from before the rebase")
+	cmd.Flags().BoolVar(&theirs, "theirs", false, "take the workspace's content")
 	return cmd
 }
 

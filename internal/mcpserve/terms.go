@@ -195,6 +195,12 @@ func toolRepair(r wtx.Repair, tx string, e *wtx.Error) answer.Repair {
 		}
 	case "wait":
 		return answer.Repair{Action: string(r.Action), Detail: r.Detail}
+	case "resolve":
+		args := answer.ToolArgs{Tx: tx}
+		if len(r.Paths) > 0 {
+			args.Path, args.PathB64 = answer.Name(r.Paths[0])
+		}
+		return call("write", "read the file, and write it back with the conflict markers replaced by the content it should hold", args)
 	}
 	// Nothing a tool can do: a person's step at the command line.
 	return answer.Repair{Action: string(r.Action), Detail: toolMessage(r.Detail), Command: r.Command, Person: r.Command != ""}

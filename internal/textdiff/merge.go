@@ -41,6 +41,32 @@ type Conflict struct{ Start, End int }
 // lands once; different changes to overlapping or adjacent lines are
 // conflicts, and then the merge result is nil.
 func Merge3(base, ours, theirs []byte) ([]byte, []Conflict) {
+	return merge3(base, ours, theirs, nil)
+}
+
+// Labels name the three sides in conflict markers.
+type Labels struct{ Ours, Base, Theirs string }
+
+// Merge3Marked is Merge3, except that each conflict is written into the
+// result between git's markers with the base section, as git writes them
+// with merge.conflictStyle=diff3:
+//
+//	<<<<<<< ours
+//	ours' lines
+//	||||||| base
+//	base lines
+//	=======
+//	theirs' lines
+//	>>>>>>> theirs
+//
+// so the result is never nil; the conflicts say where the markers stand in
+// base. A side whose lines do not end in a newline gets one before the
+// marker that follows, so every marker starts a line.
+func Merge3Marked(base, ours, theirs []byte, l Labels) ([]byte, []Conflict) {
+	return merge3(base, ours, theirs, &l)
+}
+
+func merge3(base, ours, theirs []byte, marks *Labels) ([]byte, []Conflict) {
 	all := append(sideEdits(base, ours, 0), sideEdits(base, theirs, 1)...)
 	sort.SliceStable(all, func(i, j int) bool {
 		if all[i].start != all[j].start {
@@ -78,14 +104,17 @@ func Merge3(base, ours, theirs []byte) ([]byte, []Conflict) {
 			continue
 		}
 		conflicts = append(conflicts, Conflict{Start: start + 1, End: end})
+		if marks != nil {
+			writeMarked(&out, g, bl, start, end, *marks)
+		}
 	}
-	if len(conflicts) > 0 {
+	if len(conflicts) > 0 && marks == nil {
 		return nil, conflicts
 	}
 	for _, l := range bl[cur:] {
 		out.WriteString(l)
 	}
-	return []byte(out.String()), nil
+	return []byte(out.String()), conflicts
 }
 
 // resolve returns what replaces the base lines a group of touching edits
@@ -111,4 +140,43 @@ func resolve(g []mergeEdit, bl []string) ([]string, bool) {
 		return nil, false
 	}
 	return a[0].lines, true
+}
+
+// writeMarked writes a conflict group between markers: each side's lines
+// over base lines [start, end), and those base lines.
+func writeMarked(out *strings.Builder, g []mergeEdit, bl []string, start, end int, l Labels) {
+	side := func(n int) []string {
+		var lines []string
+		cur := start
+		for _, e := range g {
+			if e.side != n {
+				continue
+			}
+			lines = append(lines, bl[cur:e.start]...)
+			lines = append(lines, e.lines...)
+			cur = e.end
+		}
+		return append(lines, bl[cur:end]...)
+	}
+	section := func(marker, label string, lines []string) {
+		out.WriteString(marker)
+		if label != "" {
+			out.WriteString(" " + label)
+		}
+		out.WriteString("\n")
+		for _, ln := range lines {
+			out.WriteString(ln)
+		}
+		if n := len(lines); n > 0 && !strings.HasSuffix(lines[n-1], "\n") {
+			out.WriteString("\n")
+		}
+	}
+	section("<<<<<<<", l.Ours, side(0))
+	section("|||||||", l.Base, bl[start:end])
+	section("=======", "", side(1))
+	out.WriteString(">>>>>>>")
+	if l.Theirs != "" {
+		out.WriteString(" " + l.Theirs)
+	}
+	out.WriteString("\n")
 }

@@ -99,3 +99,28 @@ func TestMerge3AgainstGit(t *testing.T) {
 	}
 	t.Logf("%d of 300 random merges clean and identical to git merge-file", agreeClean)
 }
+
+func TestMerge3Marked(t *testing.T) {
+	base := "a\nb\nc\nd\ne\n"
+	ours := "a\nB1\nc\nd\nE\n"
+	theirs := "a\nB2\nc\nd\ne\n"
+	got, conflicts := Merge3Marked([]byte(base), []byte(ours), []byte(theirs), Labels{Ours: "stage", Base: "base", Theirs: "workspace"})
+	want := "a\n<<<<<<< stage\nB1\n||||||| base\nb\n=======\nB2\n>>>>>>> workspace\nc\nd\nE\n"
+	if string(got) != want {
+		t.Fatalf("got\n%s\nwant\n%s", got, want)
+	}
+	if len(conflicts) != 1 || conflicts[0] != (Conflict{Start: 2, End: 2}) {
+		t.Fatalf("conflicts %#v", conflicts)
+	}
+	// Without a conflict it is Merge3.
+	clean, none := Merge3Marked([]byte(base), []byte(ours), []byte(base), Labels{})
+	if string(clean) != ours || none != nil {
+		t.Fatalf("clean merge: %q %v", clean, none)
+	}
+	// A last line without a newline still leaves every marker at the
+	// start of a line.
+	got, _ = Merge3Marked([]byte("x"), []byte("y"), []byte("z"), Labels{Ours: "o", Base: "b", Theirs: "t"})
+	if want := "<<<<<<< o\ny\n||||||| b\nx\n=======\nz\n>>>>>>> t\n"; string(got) != want {
+		t.Fatalf("no newline: got %q want %q", got, want)
+	}
+}
