@@ -31,8 +31,9 @@ type RebaseResult struct {
 // it changed that drifted (changed in the workspace since the stage
 // opened). A path whose ops are all content-based edits (--old/--new,
 // without an expected hash) gets them re-run on the workspace's current
-// content. With merge, any other path that is text and whose original
-// content is known is merged three-way (the stage's changes and the
+// content. With merge, any other path (one whose edits no longer apply
+// included) that is text and whose original content is known is merged
+// three-way (the stage's changes and the
 // workspace's both land; overlapping ones refuse): a command run keeps
 // the original content of what it changed (checkpoint.go), so what a
 // command changed merges too. Lines both sides changed are written
@@ -128,22 +129,17 @@ func (s *Stage) rebase(ctx context.Context, merge, trial bool) (*RebaseResult, e
 			perm = c.New.Perm
 		}
 		if len(touching) > 0 && rerunnable {
-			content := theirs
-			ok := true
-			for _, op := range touching {
-				next, err := applyEdit(p, content, op.Old, op.New, op.All)
-				if err != nil {
-					failures = append(failures, Conflict{Path: p, Kind: "rebase", Detail: fmt.Sprintf("op %d no longer applies: %v", op.Seq, err)})
-					ok = false
-					break
-				}
-				content = next
-			}
-			if ok {
+			content, failure := rerunEdits(p, theirs, touching)
+			switch {
+			case failure == nil:
 				plans = append(plans, plan{path: p, content: content, perm: perm, cur: cur})
 				res.Rebased = append(res.Rebased, p)
+				continue
+			case !merge:
+				failures = append(failures, *failure)
+				continue
 			}
-			continue
+			// An edit that no longer applies is merged three-way instead.
 		}
 		if !merge {
 			why := "its ops are not all content-based edits (a whole write, a removal, an expected hash or a command run)"
@@ -313,4 +309,17 @@ func originalDigest(ops []TxOp, p string, c *tree.Change) string {
 		return c.Old.Digest
 	}
 	return ""
+}
+
+// rerunEdits re-runs the content-based edits ops made to p on content; the
+// failure names the first that no longer applies.
+func rerunEdits(p string, content []byte, ops []TxOp) ([]byte, *Conflict) {
+	for _, op := range ops {
+		next, err := applyEdit(p, content, op.Old, op.New, op.All)
+		if err != nil {
+			return nil, &Conflict{Path: p, Kind: "rebase", Detail: fmt.Sprintf("op %d no longer applies: %v", op.Seq, err)}
+		}
+		content = next
+	}
+	return content, nil
 }

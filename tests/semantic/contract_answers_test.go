@@ -304,18 +304,32 @@ func TestContractRebaseOfferedByTrial(t *testing.T) {
 		t.Fatalf("after the offered rebase and apply: %q", data)
 	}
 
-	// The same lines changed on both sides: no rebase works, none offered.
+	// The same lines changed on both sides: re-running the edit fails, so
+	// a plain rebase is not offered; the merge is, saying that it leaves
+	// conflict markers, and it does.
 	t2 := str(e.json(0, "", "begin")["tx"])
 	e.json(0, "", "edit", "a.txt", "--old", "ONE", "--new", "uno", "--tx", t2)
 	e.write("a.txt", "eins\ntwo\nthree changed\n")
-	for _, a := range actions(e.json(2, "", "apply", t2)) {
-		if a == "rebase" || a == "merge" {
+	refusal := e.json(2, "", "apply", t2)
+	merge := false
+	for _, r := range list(refusal["error"].(map[string]any)["repairs"]) {
+		switch a := str(r.(map[string]any)["action"]); a {
+		case "rebase":
 			t.Fatalf("a rebase that fails was offered: %s", a)
+		case "merge":
+			merge = strings.Contains(str(r.(map[string]any)["detail"]), "conflict markers")
 		}
 	}
+	if !merge {
+		t.Fatalf("the merge that leaves conflict markers is not offered as such: %v", refusal)
+	}
 	r := runWtx(t, e.ws, e.state, "rebase", t2, "--merge")
-	if r.code == 0 {
-		t.Fatalf("control: rebase --merge of overlapping changes succeeded: %s", r.stderr)
+	if r.code != 0 || !strings.Contains(r.stdout, "CONFLICT a.txt") {
+		t.Fatalf("rebase --merge of overlapping changes: %d %s %s", r.code, r.stdout, r.stderr)
+	}
+	e.json(2, "", "apply", t2) // refused while the markers stand
+	if data, _ := os.ReadFile(filepath.Join(e.ws, "a.txt")); string(data) != "eins\ntwo\nthree changed\n" {
+		t.Fatalf("an apply with conflict markers wrote the workspace: %q", data)
 	}
 }
 
