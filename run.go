@@ -16,6 +16,7 @@ import (
 	"github.com/wtx-dev/wtx/internal/failpoint"
 	"github.com/wtx-dev/wtx/internal/stage"
 	"github.com/wtx-dev/wtx/internal/tree"
+	"github.com/wtx-dev/wtx/receipt"
 )
 
 // RunOptions wire a command run in a stage to its caller.
@@ -256,9 +257,9 @@ func (s *Stage) Run(ctx context.Context, argv []string, opts RunOptions) (*RunRe
 	r.Command = append([]string(nil), argv...)
 	r.Containment = res.Containment
 	if out.Containment.Complete() {
-		r.NotTransactional = withoutItem(r.NotTransactional, NotOutliving)
+		r.NotTransactional = withoutItem(r.NotTransactional, receipt.NotOutliving)
 	}
-	r.markConfined(out.Confined)
+	markConfined(&r, out.Confined)
 	code := res.ExitCode
 	r.ExitCode = &code
 	r.ResultDigest = viewDigest(cs)
