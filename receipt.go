@@ -3,6 +3,7 @@ package wtx
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/wtx-dev/wtx/internal/failpoint"
@@ -68,6 +69,24 @@ func (s *Stage) newReceipt(kind string, cs *ChangeSet) Receipt {
 		r.ProtectedPaths = s.protectedCount(cs.changes)
 	}
 	return r
+}
+
+// viewDigest is the digest of the view cs was scanned from (special files
+// left out: they are never applied). A view without special files, the
+// usual one, is digested where it lies: a copy of a large tree's view costs
+// more than its digest.
+func viewDigest(cs *ChangeSet) string {
+	special := slices.IndexFunc(cs.view, func(e tree.Entry) bool { return e.Type == tree.Special })
+	if special < 0 {
+		return tree.Digest(cs.view)
+	}
+	view := cs.view[:special:special] // full: the first append copies
+	for _, e := range cs.view[special:] {
+		if e.Type != tree.Special {
+			view = append(view, e)
+		}
+	}
+	return tree.Digest(view)
 }
 
 // protectedCount counts the protected paths among changes, the defaults
