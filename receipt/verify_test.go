@@ -84,7 +84,8 @@ func TestVerifyGoodEnvelope(t *testing.T) {
 
 func TestVerifyFlippedPayloadByte(t *testing.T) {
 	pub, _, env, _ := signed(t)
-	for i := range env.Payload {
+	step := max(1, len(env.Payload)/97) // bytes all over the statement, not every one
+	for i := 0; i < len(env.Payload); i += step {
 		bad := *env
 		bad.Payload = bytes.Clone(env.Payload)
 		bad.Payload[i] ^= 0x01
@@ -110,19 +111,49 @@ func TestVerifyWrongKey(t *testing.T) {
 	refused(t, "another key", doc, receipt.VerifyOptions{PublicKey: stranger}, receipt.ErrSignature)
 	refused(t, "no key", doc, receipt.VerifyOptions{}, receipt.ErrNoKey)
 	refused(t, "an empty keyring", doc, receipt.VerifyOptions{Keyring: func() ([]receipt.Key, error) { return nil, nil }}, receipt.ErrKey)
+	// A keyring without the signer's key: the first key's check says why.
+	refused(t, "a keyring of others", doc, receipt.VerifyOptions{Keyring: func() ([]receipt.Key, error) {
+		return []receipt.Key{{Public: stranger, Source: receipt.KeyCurrent}}, nil
+	}}, receipt.ErrSignature)
 }
 
-// Negative control: with the signature check switched off, the other
-// key's verification passes (only in a failpoint build).
-func TestVerifyWrongKeyControl(t *testing.T) {
-	if !failpoint.Enabled {
-		t.Skip("negative controls need a build with -tags wtxfailpoint")
-	}
-	_, _, _, doc := signed(t)
+// Negative controls: each attack below is refused, and passes with its
+// protection switched off (WTX_DISABLE, only in a failpoint build:
+// go test -tags wtxfailpoint).
+func TestVerifyControls(t *testing.T) {
+	pub, priv, env, doc := signed(t)
 	stranger, _, _ := ed25519.GenerateKey(nil)
-	t.Setenv("WTX_DISABLE", "receipt-signature")
-	if _, err := receipt.Verify(doc, receipt.VerifyOptions{PublicKey: stranger}); err != nil {
-		t.Fatalf("with the check off, the wrong key should pass: %v", err)
+	noShare := sample()
+	noShare.NotTransactional = receipt.NotTransactional
+	noShare.Digest = noShare.ComputeDigest()
+	e2, _ := receipt.Sign(priv, noShare)
+	noShareDoc, _ := json.Marshal(e2)
+	shown := sample()
+	shown.Paths = []string{"other.txt"}
+	answer, _ := json.Marshal(map[string]any{"schema_version": 1, "status": "ok", "command": "receipt", "signed": true, "envelope": env, "receipt": shown})
+	for _, c := range []struct {
+		sw   string
+		doc  []byte
+		key  ed25519.PublicKey
+		want error
+	}{
+		{"receipt-signature", doc, stranger, receipt.ErrSignature},
+		{"receipt-disclaimer", noShareDoc, pub, receipt.ErrInvalid},
+		{"receipt-ambiguous", bytes.Replace(doc, []byte(`"payloadType"`), []byte(`"PayloadType":"x","payloadType"`), 1), pub, receipt.ErrInvalid},
+		{"receipt-readable", answer, pub, receipt.ErrInvalid},
+	} {
+		t.Setenv("WTX_DISABLE", "")
+		refused(t, c.sw, c.doc, receipt.VerifyOptions{PublicKey: c.key}, c.want)
+		if !failpoint.Enabled {
+			continue
+		}
+		t.Setenv("WTX_DISABLE", c.sw)
+		if _, err := receipt.Verify(c.doc, receipt.VerifyOptions{PublicKey: c.key}); err != nil {
+			t.Errorf("%s switched off: the attack is still refused: %v", c.sw, err)
+		}
+	}
+	if !failpoint.Enabled {
+		t.Skip("the attacks are refused; showing that each passes with its protection off needs -tags wtxfailpoint")
 	}
 }
 
