@@ -38,7 +38,10 @@ func (e *Error) Error() string { return e.Message }
 
 // Unwrap returns the error's classes and its cause.
 func (e *Error) Unwrap() []error {
-	errs := []error{e.class}
+	var errs []error
+	if e.class != nil {
+		errs = append(errs, e.class)
+	}
 	switch e.class {
 	case ErrSignature, ErrUnsigned:
 		errs = append(errs, ErrInvalid)
