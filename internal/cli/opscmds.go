@@ -332,6 +332,13 @@ one, field for field. It says which key verified and every check it made.`,
 		},
 	}
 	cmd.Flags().BoolVar(&all, "all", false, "list every receipt of stage T, oldest first")
+	cmd.AddCommand(newReceiptTrustCommand(g))
+	cmd.AddCommand(newReceiptVerifyCommand(g), newReceiptKeyCommand(g))
+	return cmd
+}
+
+// newReceiptVerifyCommand is 'receipt verify'.
+func newReceiptVerifyCommand(g *globals) *cobra.Command {
 	var keyFile string
 	verify := &cobra.Command{
 		Use:   "verify FILE",
@@ -355,9 +362,7 @@ one, field for field. It says which key verified and every check it made.`,
 		},
 	}
 	verify.Flags().StringVar(&keyFile, "key", "", "the signer's public key (`PUB`, PEM as 'wtx receipt key' prints it); default: your own")
-	cmd.AddCommand(newReceiptTrustCommand(g))
-	cmd.AddCommand(verify, newReceiptKeyCommand(g))
-	return cmd
+	return verify
 }
 
 func receiptAnswer(r *receipt.Record) answer.Receipt {
