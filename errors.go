@@ -13,6 +13,7 @@ import (
 	"github.com/wtx-dev/wtx/internal/jsonname"
 	"github.com/wtx-dev/wtx/internal/stage"
 	"github.com/wtx-dev/wtx/internal/state"
+	"github.com/wtx-dev/wtx/receipt"
 )
 
 // Error codes, as in the JSON "error.code" field. The part before the dot is
@@ -304,6 +305,10 @@ func AsError(err error) *Error {
 	}
 	code := CodeInternal
 	switch {
+	case errors.Is(err, receipt.ErrKey):
+		code = CodeUsage
+	case errors.Is(err, receipt.ErrInvalid):
+		code = CodeReceiptInvalid
 	case errors.Is(err, syscall.ENOSPC), errors.Is(err, syscall.EDQUOT):
 		code = CodeNoSpace
 	case errors.Is(err, syscall.EROFS):

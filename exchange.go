@@ -21,6 +21,7 @@ import (
 	"github.com/wtx-dev/wtx/internal/stage"
 	"github.com/wtx-dev/wtx/internal/textdiff"
 	"github.com/wtx-dev/wtx/internal/tree"
+	"github.com/wtx-dev/wtx/receipt"
 )
 
 // ExportResult says what an export wrote.
@@ -219,13 +220,13 @@ func (s *Stage) exportReceipt(cs *ChangeSet) (body, key []byte, err error) {
 	if body, err = s.ws.receiptBody(r); err != nil {
 		return nil, nil, AsError(err)
 	}
-	rec, err := decodeReceiptBody(body)
+	rec, err := receipt.Decode(body)
 	if err != nil || rec.Envelope == nil || len(rec.Envelope.Signatures) == 0 {
 		return body, nil, nil
 	}
 	if priv, err := readReceiptKey(s.ws.stateDir); err == nil {
 		pub := priv.Public().(ed25519.PublicKey)
-		if KeyID(pub) == rec.Envelope.Signatures[0].KeyID { // the key that signed, not one made since
+		if receipt.KeyID(pub) == rec.Envelope.Signatures[0].KeyID { // the key that signed, not one made since
 			key = pub
 		}
 	}
@@ -273,7 +274,7 @@ func exportKeyID(b *bundle.Bundle) string {
 	if len(b.Receipts) == 0 {
 		return ""
 	}
-	rec, err := decodeReceiptBody(b.Receipts[len(b.Receipts)-1])
+	rec, err := receipt.Decode(b.Receipts[len(b.Receipts)-1])
 	if err != nil || rec.Envelope == nil || len(rec.Envelope.Signatures) == 0 || rec.Receipt.Kind != "export" {
 		return ""
 	}

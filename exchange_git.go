@@ -19,6 +19,7 @@ import (
 	"github.com/wtx-dev/wtx/internal/failpoint"
 	"github.com/wtx-dev/wtx/internal/textdiff"
 	"github.com/wtx-dev/wtx/internal/tree"
+	"github.com/wtx-dev/wtx/receipt"
 )
 
 // Git export: the change set becomes a commit on top of HEAD, written with
@@ -251,7 +252,7 @@ const gitCountsLine = "%d added, %d modified, %d deleted."
 func gitTrailers(b *bundle.Bundle) []string {
 	out := []string{"Wtx-Stage: " + b.Origin.Stage, "Wtx-Changeset: " + b.Origin.ChangesetDigest, "Wtx-Base: " + b.Origin.BaseDigest}
 	for _, body := range b.Receipts {
-		if r, err := receiptContent(body); err == nil {
+		if r, err := receipt.CheckContent(body); err == nil {
 			out = append(out, fmt.Sprintf("Wtx-Receipt: %s %s %s", r.ID, r.Kind, r.Digest))
 		}
 	}

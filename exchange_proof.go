@@ -9,6 +9,7 @@ import (
 
 	"github.com/wtx-dev/wtx/internal/bundle"
 	"github.com/wtx-dev/wtx/internal/failpoint"
+	"github.com/wtx-dev/wtx/receipt"
 )
 
 // What proves a received change set (T-005). The bundle's own digest only
@@ -102,7 +103,7 @@ func (w *Workspace) proveBundle(b *bundle.Bundle, req ProofRequirement) (*Import
 	p := &ImportProof{Status: ProofUnsigned, Receipts: []ReceiptProof{}}
 	named, signedOther := false, false
 	for i, body := range b.Receipts {
-		r, err := receiptContent(body)
+		r, err := receipt.CheckContent(body)
 		if err != nil {
 			if failpoint.Disabled("bundle-digest") {
 				continue // negative control of X-002
@@ -143,7 +144,7 @@ func (p *ImportProof) keysUsed(keys [][]byte) error {
 		return nil // negative control of T-005
 	}
 	for _, k := range keys {
-		id := KeyID(ed25519.PublicKey(k))
+		id := receipt.KeyID(ed25519.PublicKey(k))
 		if !slices.ContainsFunc(p.Receipts, func(rp ReceiptProof) bool { return rp.Signed && rp.KeyID == id }) {
 			return &Error{Code: CodeCorrupt, Message: fmt.Sprintf("refusing the change set: it carries key %s, which signed none of its receipts: the key was changed or added on the way", id)}
 		}
@@ -207,21 +208,21 @@ func (p *ImportProof) meets(req ProofRequirement) error {
 // body carries.
 func (k *keyRing) check(body []byte, r *Receipt) (ReceiptProof, error) {
 	rp := ReceiptProof{ID: r.ID, Kind: r.Kind, ChangesetDigest: r.ChangesetDigest}
-	var env Envelope
+	var env receipt.Envelope
 	if err := json.Unmarshal(body, &env); err != nil || env.PayloadType == "" {
 		return rp, nil // a bare receipt: unsigned
 	}
 	for _, sig := range env.Signatures {
 		key, ok := k.byID[sig.KeyID]
 		if !ok {
-			if rp.KeyID == "" && hexDigest(sig.KeyID) {
+			if rp.KeyID == "" && receipt.IsDigest(sig.KeyID) {
 				rp.KeyID = sig.KeyID // a key nobody here knows: named, not checked
 			}
 			continue
 		}
-		one := Envelope{PayloadType: env.PayloadType, Payload: env.Payload, Signatures: []Signature{sig}}
+		one := receipt.Envelope{PayloadType: env.PayloadType, Payload: env.Payload, Signatures: []receipt.Signature{sig}}
 		data, _ := json.Marshal(one) // an envelope always encodes
-		if _, _, err := verifyEnvelope(data, key.pub); err != nil {
+		if _, err := receipt.Verify(data, receipt.VerifyOptions{PublicKey: key.pub}); err != nil {
 			return rp, &Error{Code: CodeCorrupt, Err: err, Message: fmt.Sprintf("refusing the change set: receipt %s's signature does not verify with key %s it names: the receipt was altered", r.ID, sig.KeyID)}
 		}
 		if !rp.Signed || (key.trusted && !rp.Trusted) {

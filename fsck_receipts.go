@@ -8,6 +8,7 @@ import (
 
 	"github.com/wtx-dev/wtx/internal/failpoint"
 	"github.com/wtx-dev/wtx/internal/state"
+	"github.com/wtx-dev/wtx/receipt"
 )
 
 // fsck's checks of what proves and drives history (T-006): the receipt
@@ -175,12 +176,12 @@ func (fk *fsck) receipt(db *state.DB, st fsckStage, row state.Receipt) {
 			Detail:  fmt.Sprintf("receipt %s (%s) of stage %s in %s: %s", row.ID, row.Kind, st.s.ID, quotedName(st.ws.Path), what),
 			Repairs: receiptRepairs, Repair: receiptRepairs[0].Detail})
 	}
-	rec, err := decodeReceiptBody(row.Body)
+	rec, err := receipt.Decode(row.Body)
 	if err != nil {
 		bad(FindReceiptCorrupt, CodeCorrupt, "it does not decode: "+err.Error())
 		return
 	}
-	if _, err := receiptContent(row.Body); err != nil {
+	if _, err := receipt.CheckContent(row.Body); err != nil {
 		bad(FindReceiptCorrupt, CodeCorrupt, "it fails its checks: "+AsError(err).Message)
 		return
 	}
@@ -195,7 +196,7 @@ func (fk *fsck) receipt(db *state.DB, st fsckStage, row state.Receipt) {
 		return
 	}
 	for _, k := range fk.keys {
-		if checkSignature(rec.Envelope, k.PublicKey) == nil {
+		if rec.Envelope.VerifySignature(k.PublicKey) == nil {
 			return
 		}
 	}

@@ -17,6 +17,7 @@ import (
 
 	"github.com/wtx-dev/wtx/internal/failpoint"
 	"github.com/wtx-dev/wtx/internal/fsx"
+	"github.com/wtx-dev/wtx/receipt"
 )
 
 // The receipt key. A state root has one: keys/receipt-ed25519.pem (PKCS#8
@@ -183,11 +184,11 @@ func readReceiptKey(stateDir string) (ed25519.PrivateKey, error) {
 	}
 	if len(ring.keys) > 0 && !ring.has(priv.Public().(ed25519.PublicKey)) {
 		return nil, &keyError{problem: keyDamaged, path: p,
-			why: fmt.Sprintf("holds key %s, which is none this state root has had (keys/public): the file was changed or put there from elsewhere", KeyID(priv.Public().(ed25519.PublicKey)))}
+			why: fmt.Sprintf("holds key %s, which is none this state root has had (keys/public): the file was changed or put there from elsewhere", receipt.KeyID(priv.Public().(ed25519.PublicKey)))}
 	}
 	if retired(keys, priv.Public().(ed25519.PublicKey)) {
 		return nil, &keyError{problem: keyDamaged, path: p,
-			why: fmt.Sprintf("holds key %s, which a new receipt key replaced (keys/retired): an old key put back, from a backup made before the new one or by someone who kept it, never signs again", KeyID(priv.Public().(ed25519.PublicKey)))}
+			why: fmt.Sprintf("holds key %s, which a new receipt key replaced (keys/retired): an old key put back, from a backup made before the new one or by someone who kept it, never signs again", receipt.KeyID(priv.Public().(ed25519.PublicKey)))}
 	}
 	return priv, nil
 }
@@ -217,7 +218,7 @@ func retireKey(keys *fsx.Dir, pub ed25519.PublicKey) error {
 		return err
 	}
 	defer d.Close()
-	if err := writePrivate(d, keyringName(pub), PublicKeyPEM(pub), true); err != nil {
+	if err := writePrivate(d, keyringName(pub), receipt.PublicKeyPEM(pub), true); err != nil {
 		return err
 	}
 	return keys.Sync()
@@ -298,7 +299,7 @@ func (r keyring) has(pub ed25519.PublicKey) bool {
 
 // keyringName is the file name of pub in the keyring.
 func keyringName(pub ed25519.PublicKey) string {
-	return strings.TrimPrefix(KeyID(pub), "sha256:") + ".pem"
+	return strings.TrimPrefix(receipt.KeyID(pub), "sha256:") + ".pem"
 }
 
 // readKeyring reads keys/public of the open keys directory. Entries that
@@ -351,12 +352,12 @@ func readKeyringEntry(d *fsx.Dir, name string) (ed25519.PublicKey, string) {
 	if err != nil {
 		return nil, "cannot be read: " + err.Error()
 	}
-	pub, err := ParsePublicKey(data)
+	pub, err := receipt.ParsePublicKey(data)
 	if err != nil {
 		return nil, AsError(err).Message
 	}
 	if keyringName(pub) != name {
-		return nil, "holds key " + KeyID(pub) + ", not the one its name says"
+		return nil, "holds key " + receipt.KeyID(pub) + ", not the one its name says"
 	}
 	return pub, ""
 }
@@ -409,7 +410,7 @@ func keepPublic(keys *fsx.Dir, pub ed25519.PublicKey) error {
 	if pubOf, why := readKeyringEntry(d, keyringName(pub)); why == "" && pubOf.Equal(pub) {
 		return nil
 	}
-	if err := writePrivate(d, keyringName(pub), PublicKeyPEM(pub), true); err != nil {
+	if err := writePrivate(d, keyringName(pub), receipt.PublicKeyPEM(pub), true); err != nil {
 		return err
 	}
 	return keys.Sync()
@@ -518,7 +519,7 @@ func NewReceiptKey(stateDir string) (*KeyChange, error) {
 	var old ed25519.PublicKey
 	if priv, err := readReceiptKey(stateDir); err == nil {
 		old = priv.Public().(ed25519.PublicKey)
-		ch.Replaced = KeyID(old)
+		ch.Replaced = receipt.KeyID(old)
 		if err := keepPublic(keys, old); err != nil {
 			return nil, stateIOError(stateDir, "keep the old key's public half", err)
 		}
@@ -545,13 +546,13 @@ func NewReceiptKey(stateDir string) (*KeyChange, error) {
 		}
 		return nil, stateIOError(stateDir, "put the new receipt key in place", err)
 	}
-	ch.KeyID = KeyID(pub)
+	ch.KeyID = receipt.KeyID(pub)
 	ring, err := readKeyring(keys)
 	if err != nil {
 		return nil, stateIOError(stateDir, "read the keyring", err)
 	}
 	for _, k := range ring.keys {
-		ch.Kept = append(ch.Kept, KeyID(k))
+		ch.Kept = append(ch.Kept, receipt.KeyID(k))
 	}
 	sort.Strings(ch.Kept)
 	return ch, nil
@@ -602,7 +603,7 @@ func ReceiptKeys(stateDir string) ([]ReceiptKeyInfo, error) {
 	var cur ed25519.PublicKey
 	if kerr == nil {
 		cur = priv.Public().(ed25519.PublicKey)
-		out = append(out, ReceiptKeyInfo{KeyID: KeyID(cur), PublicKey: cur, Current: true})
+		out = append(out, ReceiptKeyInfo{KeyID: receipt.KeyID(cur), PublicKey: cur, Current: true})
 	}
 	root, keys, err := openKeys(stateDir, false)
 	if err == nil && failpoint.Disabled("receipt-keyring") {
@@ -620,7 +621,7 @@ func ReceiptKeys(stateDir string) ([]ReceiptKeyInfo, error) {
 		var rest []ReceiptKeyInfo
 		for _, k := range ring.keys {
 			if cur == nil || !k.Equal(cur) {
-				rest = append(rest, ReceiptKeyInfo{KeyID: KeyID(k), PublicKey: k})
+				rest = append(rest, ReceiptKeyInfo{KeyID: receipt.KeyID(k), PublicKey: k})
 			}
 		}
 		sort.Slice(rest, func(i, j int) bool { return rest[i].KeyID < rest[j].KeyID })

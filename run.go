@@ -9,13 +9,13 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"slices"
 	"strings"
 	"syscall"
 
 	"github.com/wtx-dev/wtx/internal/failpoint"
 	"github.com/wtx-dev/wtx/internal/stage"
 	"github.com/wtx-dev/wtx/internal/tree"
+	"github.com/wtx-dev/wtx/receipt"
 )
 
 // RunOptions wire a command run in a stage to its caller.
@@ -256,9 +256,9 @@ func (s *Stage) Run(ctx context.Context, argv []string, opts RunOptions) (*RunRe
 	r.Command = append([]string(nil), argv...)
 	r.Containment = res.Containment
 	if out.Containment.Complete() {
-		r.NotTransactional = withoutItem(r.NotTransactional, NotOutliving)
+		r.NotTransactional = withoutItem(r.NotTransactional, receipt.NotOutliving)
 	}
-	r.markConfined(out.Confined)
+	markConfined(&r, out.Confined)
 	code := res.ExitCode
 	r.ExitCode = &code
 	r.ResultDigest = viewDigest(cs)
@@ -295,24 +295,6 @@ func (s *Stage) finishRunOp(ctx context.Context, seq int, op TxOp, status string
 	}
 	op.Files, op.Checkpoint = files, true
 	return s.setRunStatus(ctx, seq, op, status)
-}
-
-// viewDigest is the digest of the view cs was scanned from (special files
-// left out: they are never applied). A view without special files, the
-// usual one, is digested where it lies: a copy of a large tree's view costs
-// more than its digest.
-func viewDigest(cs *ChangeSet) string {
-	special := slices.IndexFunc(cs.view, func(e tree.Entry) bool { return e.Type == tree.Special })
-	if special < 0 {
-		return tree.Digest(cs.view)
-	}
-	view := cs.view[:special:special] // full: the first append copies
-	for _, e := range cs.view[special:] {
-		if e.Type != tree.Special {
-			view = append(view, e)
-		}
-	}
-	return tree.Digest(view)
 }
 
 // settleEmpty settles an open stage with an empty change set as

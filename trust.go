@@ -21,6 +21,7 @@ import (
 
 	"github.com/wtx-dev/wtx/internal/failpoint"
 	"github.com/wtx-dev/wtx/internal/fsx"
+	"github.com/wtx-dev/wtx/receipt"
 )
 
 // The trust file lists the public keys whose signatures an import counts
@@ -145,7 +146,7 @@ func parseTrust(data []byte) ([]TrustedKey, error) {
 		if err != nil {
 			return nil, fmt.Errorf("line %d: %v", n, err)
 		}
-		k := TrustedKey{KeyID: KeyID(pub), Name: strings.Join(f[2:], " "), PublicKey: pub}
+		k := TrustedKey{KeyID: receipt.KeyID(pub), Name: strings.Join(f[2:], " "), PublicKey: pub}
 		if err := validTrustName(k.Name); err != nil {
 			return nil, fmt.Errorf("line %d: %v", n, err)
 		}
@@ -185,7 +186,7 @@ func parseKeyBase64(s string) (ed25519.PublicKey, error) {
 // line carries, if any.
 func ParseTrustKey(data []byte) (ed25519.PublicKey, string, error) {
 	if blk, _ := pem.Decode(data); blk != nil {
-		pub, err := ParsePublicKey(data)
+		pub, err := receipt.ParsePublicKey(data)
 		return pub, "", err
 	}
 	f := strings.Fields(string(data))
@@ -224,7 +225,7 @@ func AddTrustedKey(stateDir string, pub ed25519.PublicKey, name string) (k Trust
 	if err := validTrustName(name); err != nil {
 		return TrustedKey{}, false, err
 	}
-	k = TrustedKey{KeyID: KeyID(pub), Name: name, PublicKey: pub}
+	k = TrustedKey{KeyID: receipt.KeyID(pub), Name: name, PublicKey: pub}
 	err = editTrust(stateDir, func(keys []TrustedKey) ([]TrustedKey, error) {
 		for i := range keys {
 			if keys[i].KeyID == k.KeyID {
@@ -341,7 +342,7 @@ func (w *Workspace) keyRing(carried [][]byte) (*keyRing, error) {
 	r := &keyRing{byID: map[string]ringKey{}}
 	for _, raw := range carried {
 		pub := ed25519.PublicKey(bytes.Clone(raw))
-		r.byID[KeyID(pub)] = ringKey{pub: pub}
+		r.byID[receipt.KeyID(pub)] = ringKey{pub: pub}
 	}
 	trusted, err := LoadTrust(w.stateDir)
 	if err != nil {
@@ -361,13 +362,13 @@ func (w *Workspace) keyRing(carried [][]byte) (*keyRing, error) {
 	// leaked: what it signed verifies, but is trusted only by a line of
 	// the trust file, as any other key.
 	for _, pub := range earlier {
-		if k, ok := r.byID[KeyID(pub)]; !ok || k.name == "" {
-			r.byID[KeyID(pub)] = ringKey{pub: pub, trusted: failpoint.Disabled(disableRetiredUntrusted), name: RetiredKeyName}
+		if k, ok := r.byID[receipt.KeyID(pub)]; !ok || k.name == "" {
+			r.byID[receipt.KeyID(pub)] = ringKey{pub: pub, trusted: failpoint.Disabled(disableRetiredUntrusted), name: RetiredKeyName}
 		}
 	}
 	if current != nil {
-		if k, ok := r.byID[KeyID(current)]; !ok || !k.trusted || k.name == "" {
-			r.byID[KeyID(current)] = ringKey{pub: current, trusted: true, name: OwnKeyName}
+		if k, ok := r.byID[receipt.KeyID(current)]; !ok || !k.trusted || k.name == "" {
+			r.byID[receipt.KeyID(current)] = ringKey{pub: current, trusted: true, name: OwnKeyName}
 		}
 	}
 	return r, nil

@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/wtx-dev/wtx/receipt"
 )
 
 func newPub(t *testing.T) ed25519.PublicKey {
@@ -40,10 +42,10 @@ func TestTrustFile(t *testing.T) {
 		t.Fatalf("add bob: %+v %v", k, err)
 	}
 	keys, err := LoadTrust(dir)
-	if err != nil || len(keys) != 2 || keys[0].Name != "alice at laptop" || keys[0].KeyID != KeyID(a) || !keys[1].PublicKey.Equal(b) {
+	if err != nil || len(keys) != 2 || keys[0].Name != "alice at laptop" || keys[0].KeyID != receipt.KeyID(a) || !keys[1].PublicKey.Equal(b) {
 		t.Fatalf("load: %+v %v", keys, err)
 	}
-	if _, err := RemoveTrustedKey(dir, strings.TrimPrefix(KeyID(b), "sha256:")[:8]); err != nil {
+	if _, err := RemoveTrustedKey(dir, strings.TrimPrefix(receipt.KeyID(b), "sha256:")[:8]); err != nil {
 		t.Fatal(err)
 	}
 	var e *Error
@@ -90,7 +92,7 @@ func trustLine(t *testing.T, pub ed25519.PublicKey) []byte {
 func TestParseTrustKey(t *testing.T) {
 	pub := newPub(t)
 	line := string(trustLine(t, pub))
-	for _, in := range []string{string(PublicKeyPEM(pub)), line + " carol", strings.Fields(line)[1]} {
+	for _, in := range []string{string(receipt.PublicKeyPEM(pub)), line + " carol", strings.Fields(line)[1]} {
 		got, _, err := ParseTrustKey([]byte(in))
 		if err != nil || !got.Equal(pub) {
 			t.Fatalf("%q: %v", in, err)

@@ -11,6 +11,7 @@ import (
 	"github.com/wtx-dev/wtx/internal/quote"
 	"github.com/wtx-dev/wtx/internal/state"
 	"github.com/wtx-dev/wtx/internal/tree"
+	"github.com/wtx-dev/wtx/receipt"
 )
 
 // UndoResult reports an undo.
@@ -159,10 +160,10 @@ func (w *Workspace) UndoWith(ctx context.Context, ref string, opts UndoOptions) 
 	rc := Receipt{
 		SchemaVersion: 1, ID: newID("rc", now), Kind: "undo", Workspace: w.path, Tx: op.Tx, OpID: opID,
 		CreatedAt: now, Backend: "", Command: []string{"undo", op.ID}, Paths: append([]string{}, opts.Paths...),
-		ChangesetDigest: tree.ChangesetDigest(todo), Counts: tree.Count(todo),
+		ChangesetDigest: tree.ChangesetDigest(todo), Counts: receipt.Counts(tree.Count(todo)),
 		Protections: len(prot.sels), ProtectedPaths: len(prot.writes(todo)),
 		Approved: approves(w.actor, opts.Approve), Actor: w.actor.String(),
-		NotTransactional: append([]string(nil), NotTransactional...),
+		NotTransactional: append([]string(nil), receipt.NotTransactional...),
 	}
 	rec := &opRecord{Op: state.Op{ID: opID, WorkspaceID: w.id, StageID: op.Tx, Kind: "undo", State: "committed", Body: body, CreatedAt: now}, Receipt: rc}
 	if err := keepPreimages(ctx, root, w.blobs, batch, todo, cas.ident); err != nil {

@@ -8,6 +8,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/wtx-dev/wtx"
+	"github.com/wtx-dev/wtx/receipt"
 )
 
 // Begin answers begin.
@@ -110,8 +111,8 @@ type Apply struct {
 	AlreadyAppliedB64 []string     `json:"already_applied_b64,omitempty"`
 	// AppliedIn names the stage's earlier ops that already applied what
 	// this apply found in place.
-	AppliedIn []string     `json:"applied_in"`
-	Receipt   *wtx.Receipt `json:"receipt"`
+	AppliedIn []string         `json:"applied_in"`
+	Receipt   *receipt.Receipt `json:"receipt"`
 }
 
 // NewApply renders an apply's result.
@@ -287,12 +288,12 @@ type Show struct {
 
 // Undo answers undo.
 type Undo struct {
-	OpID       *string      `json:"op_id"`
-	Strategy   string       `json:"strategy"`
-	Undoes     string       `json:"undoes"`
-	Written    []string     `json:"written"`
-	WrittenB64 []string     `json:"written_b64,omitempty"`
-	Receipt    *wtx.Receipt `json:"receipt"`
+	OpID       *string          `json:"op_id"`
+	Strategy   string           `json:"strategy"`
+	Undoes     string           `json:"undoes"`
+	Written    []string         `json:"written"`
+	WrittenB64 []string         `json:"written_b64,omitempty"`
+	Receipt    *receipt.Receipt `json:"receipt"`
 }
 
 // NewUndo renders an undo's result.
@@ -316,9 +317,9 @@ type Recover struct {
 // Receipt answers receipt: the receipt and, when signed, its DSSE
 // envelope (null for an unsigned one).
 type Receipt struct {
-	Receipt  *wtx.Receipt  `json:"receipt"`
-	Envelope *wtx.Envelope `json:"envelope"`
-	Signed   bool          `json:"signed"`
+	Receipt  *receipt.Receipt  `json:"receipt"`
+	Envelope *receipt.Envelope `json:"envelope"`
+	Signed   bool              `json:"signed"`
 }
 
 // ReceiptList answers receipt T --all: every receipt of the stage, oldest
@@ -338,7 +339,7 @@ type ReceiptVerify struct {
 	// KeySource says which key verified: given, current or retired.
 	KeySource string `json:"key_source"`
 	// Checked lists every check made (all passed).
-	Checked []wtx.VerifyCheck `json:"checked"`
+	Checked []receipt.Check `json:"checked"`
 }
 
 // ReceiptKey answers receipt key.
@@ -397,7 +398,7 @@ type Run struct {
 	Special          []string            `json:"special"`
 	SpecialB64       []string            `json:"special_b64,omitempty"`
 	RootModeChange   *wtx.RootModeChange `json:"root_mode_change,omitempty"`
-	Receipt          *wtx.Receipt        `json:"receipt,omitempty"`
+	Receipt          *receipt.Receipt    `json:"receipt,omitempty"`
 	NotTransactional []string            `json:"not_transactional"`
 	Settled          bool                `json:"settled"`
 	Containment      string              `json:"containment"`

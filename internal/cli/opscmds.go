@@ -3,7 +3,6 @@ package cli
 import (
 	"fmt"
 	"io"
-	"os"
 	"strings"
 	"time"
 
@@ -12,6 +11,7 @@ import (
 	"github.com/wtx-dev/wtx"
 	"github.com/wtx-dev/wtx/internal/answer"
 	"github.com/wtx-dev/wtx/internal/quote"
+	"github.com/wtx-dev/wtx/receipt"
 )
 
 func newLogCommand(g *globals) *cobra.Command {
@@ -332,6 +332,13 @@ one, field for field. It says which key verified and every check it made.`,
 		},
 	}
 	cmd.Flags().BoolVar(&all, "all", false, "list every receipt of stage T, oldest first")
+	cmd.AddCommand(newReceiptTrustCommand(g))
+	cmd.AddCommand(newReceiptVerifyCommand(g), newReceiptKeyCommand(g))
+	return cmd
+}
+
+// newReceiptVerifyCommand is 'receipt verify'.
+func newReceiptVerifyCommand(g *globals) *cobra.Command {
 	var keyFile string
 	verify := &cobra.Command{
 		Use:   "verify FILE",
@@ -342,23 +349,7 @@ one, field for field. It says which key verified and every check it made.`,
 			if err != nil {
 				return err
 			}
-			opts := wtx.VerifyOptions{}
-			if keyFile != "" {
-				pem, err := os.ReadFile(keyFile)
-				if err != nil {
-					return wtx.AsError(err)
-				}
-				if opts.PublicKey, err = wtx.ParsePublicKey(pem); err != nil {
-					return err
-				}
-			} else {
-				dir, err := g.stateDir()
-				if err != nil {
-					return err
-				}
-				opts.StateDir = dir
-			}
-			v, err := wtx.VerifyReceipt(data, opts)
+			v, err := verifyReceiptDoc(g, data, keyFile)
 			if err != nil {
 				return err
 			}
@@ -371,17 +362,15 @@ one, field for field. It says which key verified and every check it made.`,
 		},
 	}
 	verify.Flags().StringVar(&keyFile, "key", "", "the signer's public key (`PUB`, PEM as 'wtx receipt key' prints it); default: your own")
-	cmd.AddCommand(newReceiptTrustCommand(g))
-	cmd.AddCommand(verify, newReceiptKeyCommand(g))
-	return cmd
+	return verify
 }
 
-func receiptAnswer(r *wtx.ReceiptRecord) answer.Receipt {
+func receiptAnswer(r *receipt.Record) answer.Receipt {
 	return answer.Receipt{Receipt: &r.Receipt, Envelope: r.Envelope, Signed: r.Envelope != nil}
 }
 
 // printReceiptLine writes one line of receipt --all.
-func printReceiptLine(w io.Writer, r wtx.ReceiptRecord) {
+func printReceiptLine(w io.Writer, r receipt.Record) {
 	rc := r.Receipt
 	op := rc.OpID
 	if op == "" {

@@ -11,6 +11,7 @@ import (
 	"github.com/wtx-dev/wtx"
 	"github.com/wtx-dev/wtx/internal/answer"
 	"github.com/wtx-dev/wtx/internal/quote"
+	"github.com/wtx-dev/wtx/receipt"
 )
 
 // newReceiptKeyCommand is 'receipt key' and 'receipt key new'.
@@ -49,9 +50,9 @@ namespaces cannot see the keys directory.`,
 				return err
 			}
 			if g.json {
-				return g.emit("receipt key", answer.ReceiptKey{KeyID: wtx.KeyID(pub), PublicKey: string(wtx.PublicKeyPEM(pub))})
+				return g.emit("receipt key", answer.ReceiptKey{KeyID: receipt.KeyID(pub), PublicKey: string(receipt.PublicKeyPEM(pub))})
 			}
-			_, err = g.io.Out.Write(wtx.PublicKeyPEM(pub))
+			_, err = g.io.Out.Write(receipt.PublicKeyPEM(pub))
 			return err
 		},
 	}
@@ -74,7 +75,7 @@ namespaces cannot see the keys directory.`,
 				return err
 			}
 			if g.json {
-				return g.emit("receipt key new", answer.ReceiptKeyNew{KeyChange: ch, PublicKey: string(wtx.PublicKeyPEM(pub))})
+				return g.emit("receipt key new", answer.ReceiptKeyNew{KeyChange: ch, PublicKey: string(receipt.PublicKeyPEM(pub))})
 			}
 			fmt.Fprintf(g.io.Out, "new receipt key %s\n", ch.KeyID)
 			if ch.Replaced != "" {
@@ -102,7 +103,7 @@ func printReceiptKeys(g *globals, dir string) error {
 	if g.json {
 		out := answer.ReceiptKeyList{Keys: []answer.ReceiptKeyEntry{}}
 		for _, k := range keys {
-			out.Keys = append(out.Keys, answer.ReceiptKeyEntry{KeyID: k.KeyID, PublicKey: string(wtx.PublicKeyPEM(k.PublicKey)), Current: k.Current})
+			out.Keys = append(out.Keys, answer.ReceiptKeyEntry{KeyID: k.KeyID, PublicKey: string(receipt.PublicKeyPEM(k.PublicKey)), Current: k.Current})
 		}
 		if kerr != nil {
 			return g.emitError("receipt key", wtx.AsError(kerr), 1, out)
@@ -114,22 +115,22 @@ func printReceiptKeys(g *globals, dir string) error {
 		if k.Current {
 			what = "current"
 		}
-		fmt.Fprintf(g.io.Out, "# %s (%s)\n%s", k.KeyID, what, wtx.PublicKeyPEM(k.PublicKey))
+		fmt.Fprintf(g.io.Out, "# %s (%s)\n%s", k.KeyID, what, receipt.PublicKeyPEM(k.PublicKey))
 	}
 	return kerr
 }
 
 // printVerified says what a verification checked.
-func printVerified(w io.Writer, v *wtx.ReceiptVerification) {
-	src := map[wtx.KeySource]string{wtx.KeyGiven: "the key given", wtx.KeyCurrent: "your current key", wtx.KeyRetired: "an older key of yours, kept in the state root"}[v.KeySource]
-	said := map[wtx.VerifyCheck]string{
-		wtx.CheckSignature:  "the signature over the whole statement",
-		wtx.CheckStatement:  "the statement and envelope (nothing unknown)",
-		wtx.CheckFields:     "every receipt field (none missing, none unknown)",
-		wtx.CheckDigest:     "its digest",
-		wtx.CheckSubjects:   "the statement's subjects",
-		wtx.CheckDisclaimer: "the disclaimer entries its kind, backend, shared paths and containment require",
-		wtx.CheckReadable:   "that the readable receipt beside the envelope is the signed one",
+func printVerified(w io.Writer, v *receipt.Verification) {
+	src := map[receipt.KeySource]string{receipt.KeyGiven: "the key given", receipt.KeyCurrent: "your current key", receipt.KeyRetired: "an older key of yours, kept in the state root"}[v.KeySource]
+	said := map[receipt.Check]string{
+		receipt.CheckSignature:  "the signature over the whole statement",
+		receipt.CheckStatement:  "the statement and envelope (nothing unknown)",
+		receipt.CheckFields:     "every receipt field (none missing, none unknown)",
+		receipt.CheckDigest:     "its digest",
+		receipt.CheckSubjects:   "the statement's subjects",
+		receipt.CheckDisclaimer: "the disclaimer entries its kind, backend, shared paths and containment require",
+		receipt.CheckReadable:   "that the readable receipt beside the envelope is the signed one",
 	}
 	var parts []string
 	for _, c := range v.Checked {
@@ -143,6 +144,28 @@ func printVerified(w io.Writer, v *wtx.ReceiptVerification) {
 const maxReceiptDoc = 64 << 20
 
 // readReceiptDoc reads the document receipt verify checks (- for stdin),
+// verifyReceiptDoc checks a receipt document with the public key in
+// keyFile or, when keyFile is "", with the keys of the state root.
+func verifyReceiptDoc(g *globals, data []byte, keyFile string) (*receipt.Verification, error) {
+	if keyFile == "" {
+		dir, err := g.stateDir()
+		if err != nil {
+			return nil, err
+		}
+		return wtx.VerifyReceipt(dir, data)
+	}
+	pem, err := os.ReadFile(keyFile)
+	if err != nil {
+		return nil, wtx.AsError(err)
+	}
+	pub, err := receipt.ParsePublicKey(pem)
+	if err != nil {
+		return nil, wtx.AsError(err)
+	}
+	v, err := receipt.Verify(data, receipt.VerifyOptions{PublicKey: pub})
+	return v, wtx.AsErrorOrNil(err)
+}
+
 // up to maxReceiptDoc bytes.
 func readReceiptDoc(g *globals, name string) ([]byte, error) {
 	r := g.io.In

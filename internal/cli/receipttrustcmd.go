@@ -10,6 +10,7 @@ import (
 
 	"github.com/wtx-dev/wtx"
 	"github.com/wtx-dev/wtx/internal/answer"
+	"github.com/wtx-dev/wtx/receipt"
 )
 
 // newReceiptTrustCommand is 'wtx receipt trust': the keys whose signed
@@ -86,7 +87,7 @@ them for 'wtx receipt key' over a channel you trust).`,
 			}
 			own := ""
 			if pub, err := wtx.ExistingReceiptPublicKey(dir); err == nil && pub != nil {
-				own = wtx.KeyID(pub)
+				own = receipt.KeyID(pub)
 			}
 			if g.json {
 				l := answer.TrustList{File: wtx.TrustFilePath(dir), Keys: []answer.TrustedKey{}, OwnKeyID: own}
@@ -158,5 +159,5 @@ func trustKeyInput(g *globals, arg string) ([]byte, error) {
 }
 
 func trustedAnswer(k wtx.TrustedKey) answer.TrustedKey {
-	return answer.TrustedKey{KeyID: k.KeyID, Name: k.Name, PublicKey: string(wtx.PublicKeyPEM(ed25519.PublicKey(k.PublicKey)))}
+	return answer.TrustedKey{KeyID: k.KeyID, Name: k.Name, PublicKey: string(receipt.PublicKeyPEM(ed25519.PublicKey(k.PublicKey)))}
 }

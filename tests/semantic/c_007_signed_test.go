@@ -15,8 +15,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/wtx-dev/wtx"
 	"github.com/wtx-dev/wtx/internal/wtxtest"
+	"github.com/wtx-dev/wtx/receipt"
 )
 
 // dsse is a DSSE envelope as the test reads and writes it, independently
@@ -127,7 +127,7 @@ func encodeSigned(t *testing.T, env dsse, st map[string]any) []byte {
 func resign(t *testing.T, env dsse, st map[string]any, key ed25519.PrivateKey) []byte {
 	t.Helper()
 	pred, _ := json.Marshal(st["predicate"]) // it came from JSON
-	var r wtx.Receipt
+	var r receipt.Receipt
 	if err := json.Unmarshal(pred, &r); err == nil {
 		// A change of a field's type cannot be digested; it is signed as is.
 		r.Digest = r.ComputeDigest()

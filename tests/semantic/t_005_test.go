@@ -15,6 +15,7 @@ import (
 	"github.com/wtx-dev/wtx/internal/blob"
 	"github.com/wtx-dev/wtx/internal/bundle"
 	"github.com/wtx-dev/wtx/internal/tree"
+	"github.com/wtx-dev/wtx/receipt"
 )
 
 // importAnswer is what the tests read of an import's --json answer.
@@ -76,13 +77,13 @@ func swapContent(t *testing.T, b *bundle.Bundle, path, content string) {
 }
 
 // lastReceipt is the bundle's last receipt (the export's) as a receipt.
-func lastReceipt(t *testing.T, b *bundle.Bundle) wtx.Receipt {
+func lastReceipt(t *testing.T, b *bundle.Bundle) receipt.Receipt {
 	t.Helper()
-	var env wtx.Envelope
+	var env receipt.Envelope
 	if err := json.Unmarshal(b.Receipts[len(b.Receipts)-1], &env); err != nil {
 		t.Fatal(err)
 	}
-	var st wtx.Statement
+	var st receipt.Statement
 	if err := json.Unmarshal(env.Payload, &st); err != nil {
 		t.Fatal(err)
 	}
@@ -91,7 +92,7 @@ func lastReceipt(t *testing.T, b *bundle.Bundle) wtx.Receipt {
 
 // forgedReceipt is r made to name b's (altered) change set: bare, or
 // signed with priv (whose public key the bundle then carries).
-func forgedReceipt(t *testing.T, b *bundle.Bundle, r wtx.Receipt, priv ed25519.PrivateKey) []byte {
+func forgedReceipt(t *testing.T, b *bundle.Bundle, r receipt.Receipt, priv ed25519.PrivateKey) []byte {
 	t.Helper()
 	r.ID, r.ChangesetDigest = r.ID+"f", b.Origin.ChangesetDigest
 	r.Digest = r.ComputeDigest()
@@ -102,17 +103,17 @@ func forgedReceipt(t *testing.T, b *bundle.Bundle, r wtx.Receipt, priv ed25519.P
 		}
 		return body
 	}
-	var subj []wtx.Subject
+	var subj []receipt.Subject
 	for _, s := range []struct{ name, d string }{{"result", r.ResultDigest}, {"changeset", r.ChangesetDigest}, {"base", r.BaseDigest}} {
-		subj = append(subj, wtx.Subject{Name: s.name, Digest: map[string]string{"sha256": strings.TrimPrefix(s.d, "sha256:")}})
+		subj = append(subj, receipt.Subject{Name: s.name, Digest: map[string]string{"sha256": strings.TrimPrefix(s.d, "sha256:")}})
 	}
-	payload, err := json.Marshal(wtx.Statement{Type: wtx.StatementTypeV1, Subject: subj, PredicateType: wtx.ReceiptPredicateType, Predicate: r})
+	payload, err := json.Marshal(receipt.Statement{Type: receipt.StatementTypeV1, Subject: subj, PredicateType: receipt.PredicateType, Predicate: r})
 	if err != nil {
 		t.Fatal(err)
 	}
 	pub := priv.Public().(ed25519.PublicKey)
-	env := wtx.Envelope{PayloadType: wtx.PayloadTypeInToto, Payload: payload,
-		Signatures: []wtx.Signature{{KeyID: wtx.KeyID(pub), Sig: ed25519.Sign(priv, wtx.PAE(wtx.PayloadTypeInToto, payload))}}}
+	env := receipt.Envelope{PayloadType: receipt.PayloadTypeInToto, Payload: payload,
+		Signatures: []receipt.Signature{{KeyID: receipt.KeyID(pub), Sig: ed25519.Sign(priv, receipt.PAE(receipt.PayloadTypeInToto, payload))}}}
 	body, err := json.Marshal(env)
 	if err != nil {
 		t.Fatal(err)
@@ -254,7 +255,7 @@ func t005Trust(t *testing.T, failpoints bool, env []string) (wrong []string) {
 		}
 		b.ok(nil, "drop", "--all")
 	}
-	strangerID := wtx.KeyID(stranger.Public().(ed25519.PublicKey))
+	strangerID := receipt.KeyID(stranger.Public().(ed25519.PublicKey))
 	try("genuine", genuine, "", "signed", key.KeyID, true)
 	try("genuine, signed required", genuine, "--require-signed", "signed", key.KeyID, true)
 	try("genuine, trusted required, key not in the trust file", genuine, "--require-trusted", "", "", false)
