@@ -412,10 +412,13 @@ func (w *Workspace) Stage(ctx context.Context, ref string) (*Stage, error) {
 func ambiguous(ref string, ss []*Stage) *Error {
 	ids := make([]string, len(ss))
 	for i, s := range ss {
-		ids[i] = s.ID()
+		// The id, its name, and when it was made: what tells stages apart
+		// at a glance (the id's own time is UTC and terse).
+		ids[i] = s.ID() + " ("
 		if s.Name() != "" {
-			ids[i] += " (" + s.Name() + ")"
+			ids[i] += s.Name() + ", "
 		}
+		ids[i] += "created " + s.Created().Local().Format(time.DateTime) + ")"
 	}
 	what := "the workspace has several open stages"
 	if ref != "" {
