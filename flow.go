@@ -15,6 +15,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/wtx-dev/wtx/internal/annotation"
 	"github.com/wtx-dev/wtx/internal/failpoint"
 	"github.com/wtx-dev/wtx/internal/jsonname"
 	"github.com/wtx-dev/wtx/internal/quote"
@@ -136,6 +137,41 @@ func (r *flowStepRecord) row(now time.Time) (state.FlowStep, error) {
 	return state.FlowStep{RunID: r.RunID, Step: r.Step, Attempt: r.Attempt, Status: int(r.Status), StageID: r.Result.StageID,
 		OpID: r.Result.OpID, CreatedAt: r.CreatedAt, UpdatedAt: now, Result: body}, nil
 }
+
+// annotate completes the record with what the apply knows of the step's
+// op: it travels in the op's journal and is recorded with the op, in the
+// same transaction (W-001).
+func (r *flowStepRecord) annotate(op AppliedOp) (*Annotation, error) {
+	r.Result.OpID, r.Result.StageID = op.OpID, op.Stage
+	r.Result.Written = append([]string(nil), op.Written...)
+	r.Result.ChangesetDigest, r.Result.Counts, r.Result.ResultDigest = op.ChangesetDigest, op.Counts, op.ResultDigest
+	r.Result.Receipts = append(r.Result.Receipts, op.Receipt)
+	if len(r.Result.NotTransactional) == 0 {
+		r.Result.NotTransactional = op.NotTransactional
+	}
+	data, err := json.Marshal(r)
+	if err != nil {
+		return nil, err
+	}
+	return &Annotation{Kind: FlowStepAnnotation, Data: data}, nil
+}
+
+// recordStep is the recorder of a flow step's annotation: it writes the
+// step's row in tx, the transaction that records its op.
+func recordStep(ctx context.Context, tx *state.Txn, note []byte, at time.Time) error {
+	var r flowStepRecord
+	if err := json.Unmarshal(note, &r); err != nil {
+		// Damaged in the journal: io.corrupt, as a damaged op record is.
+		return fmt.Errorf("%w: the flow step the op carries: %v", state.ErrCorrupt, err)
+	}
+	row, err := r.row(at)
+	if err != nil {
+		return err
+	}
+	return tx.PutFlowStep(ctx, row)
+}
+
+func init() { annotation.Register(annotation.FlowStep, recordStep) }
 
 // StepAttempt is one attempt of a step as recorded.
 type StepAttempt struct {
@@ -890,7 +926,10 @@ func (w *Workspace) execStep(ctx context.Context, run *FlowRun, n, attempt int, 
 // the run stops for a decision (T-008).
 func (w *Workspace) applyStep(ctx context.Context, run string, n, attempt int, st *Stage, step *FlowStep, res *StepResult, created time.Time, progress func(StepStatus), reviewed bool) (bool, error) {
 	rec := &flowStepRecord{RunID: run, Step: n, Attempt: attempt, Status: StepDone, StatusNum: int(StepDone), CreatedAt: created, Result: *res}
-	opts := ApplyOptions{Approve: step.Approve, flowStep: rec}
+	opts := ApplyOptions{Approve: step.Approve}
+	if !failpoint.Disabled("flow-atomic") {
+		opts.Annotate = rec.annotate
+	}
 	if reviewed {
 		approve, err := st.reviewedApproval(ctx, step, res)
 		if err != nil {
