@@ -1,4 +1,4 @@
-package wtx
+package flow
 
 import (
 	"context"
@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/wtx-dev/wtx"
 	"hash"
 	"os"
 	"path/filepath"
@@ -15,7 +16,6 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/wtx-dev/wtx/internal/annotation"
 	"github.com/wtx-dev/wtx/internal/failpoint"
 	"github.com/wtx-dev/wtx/internal/jsonname"
 	"github.com/wtx-dev/wtx/internal/quote"
@@ -65,54 +65,54 @@ func (s StepStatus) MarshalJSON() ([]byte, error) { return json.Marshal(s.String
 // behind the run: a resume never runs it again.
 func (s StepStatus) complete() bool { return s == StepDone || s == StepSkipped || s == StepStaged }
 
-// FlowStatus is where a flow run stands, derived from its steps' attempts.
-type FlowStatus string
+// RunStatus is where a flow run stands, derived from its steps' attempts.
+type RunStatus string
 
 // Run states.
 const (
-	FlowPending     FlowStatus = "pending"     // no step has run yet
-	FlowRunning     FlowStatus = "running"     // a wtx process executes it now
-	FlowDone        FlowStatus = "done"        // every step is behind it
-	FlowFailed      FlowStatus = "failed"      // a step failed; nothing of it was applied
-	FlowReview      FlowStatus = "review"      // a step's stage waits for review
-	FlowRefused     FlowStatus = "refused"     // a reviewed step's apply was refused; its stage is kept: a person decides (T-008)
-	FlowInterrupted FlowStatus = "interrupted" // a step was interrupted; resume runs it again
-	FlowInDoubt     FlowStatus = "in-doubt"    // a step with external effects was interrupted: a person decides
-	FlowAbandoned   FlowStatus = "abandoned"
+	RunPending     RunStatus = "pending"     // no step has run yet
+	RunRunning     RunStatus = "running"     // a wtx process executes it now
+	RunDone        RunStatus = "done"        // every step is behind it
+	RunFailed      RunStatus = "failed"      // a step failed; nothing of it was applied
+	RunReview      RunStatus = "review"      // a step's stage waits for review
+	RunRefused     RunStatus = "refused"     // a reviewed step's apply was refused; its stage is kept: a person decides (T-008)
+	RunInterrupted RunStatus = "interrupted" // a step was interrupted; resume runs it again
+	RunInDoubt     RunStatus = "in-doubt"    // a step with external effects was interrupted: a person decides
+	RunAbandoned   RunStatus = "abandoned"
 )
 
 // StepResult is what a step attempt leaves: recorded with the step's op in
 // the same transaction (W-001), or alone when the step applied nothing.
 type StepResult struct {
-	Step             string   `json:"step"`
-	Kind             StepKind `json:"kind"`
-	Command          []string `json:"command,omitempty"`
-	ExitCode         *int     `json:"exit_code,omitempty"`
-	Signal           string   `json:"signal,omitempty"`
-	TimedOut         bool     `json:"timed_out,omitempty"`
-	Stdout           []byte   `json:"-"` // the kept part
-	Stderr           []byte   `json:"-"`
-	StdoutSize       int64    `json:"stdout_size"`
-	StderrSize       int64    `json:"stderr_size"`
-	StdoutDigest     string   `json:"stdout_digest,omitempty"`
-	StderrDigest     string   `json:"stderr_digest,omitempty"`
-	BaseDigest       string   `json:"base_digest,omitempty"`
-	ChangesetDigest  string   `json:"changeset_digest,omitempty"`
-	ResultDigest     string   `json:"result_digest,omitempty"`
-	Counts           Counts   `json:"counts"`
-	Written          []string `json:"-"`
-	StageID          string   `json:"stage_id,omitempty"`
-	OpID             string   `json:"op_id,omitempty"`
-	Receipts         []string `json:"receipts,omitempty"`
-	NotTransactional []string `json:"not_transactional,omitempty"`
-	Effects          []string `json:"effects,omitempty"`
+	Step             string     `json:"step"`
+	Kind             StepKind   `json:"kind"`
+	Command          []string   `json:"command,omitempty"`
+	ExitCode         *int       `json:"exit_code,omitempty"`
+	Signal           string     `json:"signal,omitempty"`
+	TimedOut         bool       `json:"timed_out,omitempty"`
+	Stdout           []byte     `json:"-"` // the kept part
+	Stderr           []byte     `json:"-"`
+	StdoutSize       int64      `json:"stdout_size"`
+	StderrSize       int64      `json:"stderr_size"`
+	StdoutDigest     string     `json:"stdout_digest,omitempty"`
+	StderrDigest     string     `json:"stderr_digest,omitempty"`
+	BaseDigest       string     `json:"base_digest,omitempty"`
+	ChangesetDigest  string     `json:"changeset_digest,omitempty"`
+	ResultDigest     string     `json:"result_digest,omitempty"`
+	Counts           wtx.Counts `json:"counts"`
+	Written          []string   `json:"-"`
+	StageID          string     `json:"stage_id,omitempty"`
+	OpID             string     `json:"op_id,omitempty"`
+	Receipts         []string   `json:"receipts,omitempty"`
+	NotTransactional []string   `json:"not_transactional,omitempty"`
+	Effects          []string   `json:"effects,omitempty"`
 	// ProposalDigest and ProposalOps describe an agent's proposal.
-	ProposalDigest string   `json:"proposal_digest,omitempty"`
-	ProposalOps    int      `json:"proposal_ops,omitempty"`
-	Error          *Refusal `json:"error,omitempty"`
+	ProposalDigest string       `json:"proposal_digest,omitempty"`
+	ProposalOps    int          `json:"proposal_ops,omitempty"`
+	Error          *wtx.Refusal `json:"error,omitempty"`
 	// Repairs, for a step kept for review whose apply a resume found
 	// refused, are the ways on the refusal offered (its stage is kept).
-	Repairs []Repair `json:"repairs,omitempty"`
+	Repairs []wtx.Repair `json:"repairs,omitempty"`
 }
 
 // flowStepRecord is a step attempt's row as it travels in an op record.
@@ -141,7 +141,7 @@ func (r *flowStepRecord) row(now time.Time) (state.FlowStep, error) {
 // annotate completes the record with what the apply knows of the step's
 // op: it travels in the op's journal and is recorded with the op, in the
 // same transaction (W-001).
-func (r *flowStepRecord) annotate(op AppliedOp) (*Annotation, error) {
+func (r *flowStepRecord) annotate(op wtx.AppliedOp) (*wtx.Annotation, error) {
 	r.Result.OpID, r.Result.StageID = op.OpID, op.Stage
 	r.Result.Written = append([]string(nil), op.Written...)
 	r.Result.ChangesetDigest, r.Result.Counts, r.Result.ResultDigest = op.ChangesetDigest, op.Counts, op.ResultDigest
@@ -153,25 +153,8 @@ func (r *flowStepRecord) annotate(op AppliedOp) (*Annotation, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Annotation{Kind: FlowStepAnnotation, Data: data}, nil
+	return &wtx.Annotation{Kind: wtx.FlowStepAnnotation, Data: data}, nil
 }
-
-// recordStep is the recorder of a flow step's annotation: it writes the
-// step's row in tx, the transaction that records its op.
-func recordStep(ctx context.Context, tx *state.Txn, note []byte, at time.Time) error {
-	var r flowStepRecord
-	if err := json.Unmarshal(note, &r); err != nil {
-		// Damaged in the journal: io.corrupt, as a damaged op record is.
-		return fmt.Errorf("%w: the flow step the op carries: %v", state.ErrCorrupt, err)
-	}
-	row, err := r.row(at)
-	if err != nil {
-		return err
-	}
-	return tx.PutFlowStep(ctx, row)
-}
-
-func init() { annotation.Register(annotation.FlowStep, recordStep) }
 
 // StepAttempt is one attempt of a step as recorded.
 type StepAttempt struct {
@@ -203,8 +186,8 @@ func (s *StepState) latest() *StepAttempt {
 	return &s.Attempts[len(s.Attempts)-1]
 }
 
-// FlowRun is a run of a flow as recorded.
-type FlowRun struct {
+// Run is a run of a flow as recorded.
+type Run struct {
 	ID               string      `json:"id"`
 	Name             string      `json:"name,omitempty"`
 	FlowName         string      `json:"flow_name,omitempty"`
@@ -213,19 +196,19 @@ type FlowRun struct {
 	BaseDigest       string      `json:"base_digest,omitempty"`
 	ForkedFrom       string      `json:"forked_from,omitempty"`
 	ForkedAt         string      `json:"forked_at,omitempty"`
-	Status           FlowStatus  `json:"status"`
+	Status           RunStatus   `json:"status"`
 	Steps            []StepState `json:"steps"`
 	// Next names the step a resume would run ("" when none).
 	Next string `json:"next,omitempty"`
 	// Repairs are the ways on from a stopped run.
-	Repairs []Repair `json:"repairs"`
+	Repairs []wtx.Repair `json:"repairs"`
 
-	def *FlowDef
+	def *Def
 	row state.FlowRun
 }
 
-// FlowOptions configure a flow run or resume.
-type FlowOptions struct {
+// Options configure a flow run or resume.
+type Options struct {
 	// Name is an optional name for a new run, unique among the
 	// workspace's runs.
 	Name string
@@ -242,17 +225,17 @@ type FlowOptions struct {
 	Progress func(step StepState)
 }
 
-func flowRunError(ref string) *Error {
-	return errorf(CodeRunNotFound, "no flow run %q in this workspace (see 'wtx flow list')", ref)
+func flowRunError(ref string) *wtx.Error {
+	return errorf(wtx.CodeRunNotFound, "no flow run %q in this workspace (see 'wtx flow list')", ref)
 }
 
-// FlowRuns lists the workspace's flow runs, oldest first. It reads only.
-func (w *Workspace) FlowRuns(ctx context.Context) ([]*FlowRun, error) {
-	rows, err := w.db.ListFlowRuns(ctx, w.id)
+// runs is Runs.
+func (w *runner) runs(ctx context.Context) ([]*Run, error) {
+	rows, err := w.db().ListFlowRuns(ctx, w.id())
 	if err != nil {
-		return nil, AsError(err)
+		return nil, wtx.AsError(err)
 	}
-	out := make([]*FlowRun, 0, len(rows))
+	out := make([]*Run, 0, len(rows))
 	for _, r := range rows {
 		run, err := w.loadFlowRun(ctx, r)
 		if err != nil {
@@ -263,20 +246,19 @@ func (w *Workspace) FlowRuns(ctx context.Context) ([]*FlowRun, error) {
 	return out, nil
 }
 
-// FlowRun finds a run by id, unique id prefix or name. It reads only: it
-// runs nothing and touches no workspace (W-003).
-func (w *Workspace) FlowRun(ctx context.Context, ref string) (*FlowRun, error) {
+// find is Show.
+func (w *runner) find(ctx context.Context, ref string) (*Run, error) {
 	if ref == "" {
-		return nil, errorf(CodeUsage, "no flow run given")
+		return nil, errorf(wtx.CodeUsage, "no flow run given")
 	}
-	row, err := w.db.GetFlowRun(ctx, ref)
+	row, err := w.db().GetFlowRun(ctx, ref)
 	if errors.Is(err, state.ErrNotFound) {
-		row, err = w.db.FlowRunByName(ctx, w.id, ref)
+		row, err = w.db().FlowRunByName(ctx, w.id(), ref)
 	}
 	if errors.Is(err, state.ErrNotFound) {
-		rows, lerr := w.db.ListFlowRuns(ctx, w.id)
+		rows, lerr := w.db().ListFlowRuns(ctx, w.id())
 		if lerr != nil {
-			return nil, AsError(lerr)
+			return nil, wtx.AsError(lerr)
 		}
 		var found []state.FlowRun
 		for _, r := range rows {
@@ -290,25 +272,25 @@ func (w *Workspace) FlowRun(ctx context.Context, ref string) (*FlowRun, error) {
 		case 1:
 			row, err = found[0], nil
 		default:
-			return nil, errorf(CodeAmbiguousStage, "%q matches several flow runs: %s and %d more", ref, found[0].ID, len(found)-1)
+			return nil, errorf(wtx.CodeAmbiguousStage, "%q matches several flow runs: %s and %d more", ref, found[0].ID, len(found)-1)
 		}
 	}
 	if err != nil {
-		return nil, AsError(err)
+		return nil, wtx.AsError(err)
 	}
-	if row.WorkspaceID != w.id {
+	if row.WorkspaceID != w.id() {
 		return nil, flowRunError(ref)
 	}
 	return w.loadFlowRun(ctx, row)
 }
 
 // loadFlowRun assembles a run from its row and its steps' attempts.
-func (w *Workspace) loadFlowRun(ctx context.Context, row state.FlowRun) (*FlowRun, error) {
-	rows, err := w.db.FlowSteps(ctx, row.ID)
+func (w *runner) loadFlowRun(ctx context.Context, row state.FlowRun) (*Run, error) {
+	rows, err := w.db().FlowSteps(ctx, row.ID)
 	if err != nil {
-		return nil, AsError(err)
+		return nil, wtx.AsError(err)
 	}
-	run, err := assembleFlowRun(row, rows)
+	run, err := assembleRun(row, rows)
 	if err != nil {
 		return nil, err
 	}
@@ -316,19 +298,19 @@ func (w *Workspace) loadFlowRun(ctx context.Context, row state.FlowRun) (*FlowRu
 	return run, nil
 }
 
-// assembleFlowRun builds a run from its row and its steps' rows; a
+// assembleRun builds a run from its row and its steps' rows; a
 // definition or a step record that does not hold together is io.corrupt
 // (fsck checks every run with it).
-func assembleFlowRun(row state.FlowRun, rows []state.FlowStep) (*FlowRun, error) {
-	def, err := ParseFlow(row.Definition)
+func assembleRun(row state.FlowRun, rows []state.FlowStep) (*Run, error) {
+	def, err := Parse(row.Definition)
 	if err != nil {
-		return nil, &Error{Code: CodeCorrupt, Message: fmt.Sprintf("flow run %s: its stored definition no longer parses: %s", row.ID, AsError(err).Message)}
+		return nil, &wtx.Error{Code: wtx.CodeCorrupt, Message: fmt.Sprintf("flow run %s: its stored definition no longer parses: %s", row.ID, wtx.AsError(err).Message)}
 	}
 	if def.Digest != row.DefinitionDigest {
-		return nil, &Error{Code: CodeCorrupt, Message: fmt.Sprintf("flow run %s: its stored definition does not match its digest %s", row.ID, row.DefinitionDigest)}
+		return nil, &wtx.Error{Code: wtx.CodeCorrupt, Message: fmt.Sprintf("flow run %s: its stored definition does not match its digest %s", row.ID, row.DefinitionDigest)}
 	}
-	run := &FlowRun{ID: row.ID, Name: row.Name, FlowName: def.Name, Created: row.CreatedAt, DefinitionDigest: row.DefinitionDigest,
-		BaseDigest: row.BaseDigest, ForkedFrom: row.ForkedFrom, def: def, row: row, Repairs: []Repair{}}
+	run := &Run{ID: row.ID, Name: row.Name, FlowName: def.Name, Created: row.CreatedAt, DefinitionDigest: row.DefinitionDigest,
+		BaseDigest: row.BaseDigest, ForkedFrom: row.ForkedFrom, def: def, row: row, Repairs: []wtx.Repair{}}
 	if row.ForkedFrom != "" && row.ForkedAt >= 0 && row.ForkedAt < len(def.Steps) {
 		run.ForkedAt = def.Steps[row.ForkedAt].Name
 	}
@@ -337,16 +319,16 @@ func assembleFlowRun(row state.FlowRun, rows []state.FlowStep) (*FlowRun, error)
 	}
 	for _, r := range rows {
 		if r.Step < 0 || r.Step >= len(run.Steps) {
-			return nil, &Error{Code: CodeCorrupt, Message: fmt.Sprintf("flow run %s: a result for step %d, which its definition lacks", row.ID, r.Step+1)}
+			return nil, &wtx.Error{Code: wtx.CodeCorrupt, Message: fmt.Sprintf("flow run %s: a result for step %d, which its definition lacks", row.ID, r.Step+1)}
 		}
 		a := StepAttempt{Attempt: r.Attempt, Status: StepStatus(r.Status), StageID: r.StageID, OpID: r.OpID, Created: r.CreatedAt, Updated: r.UpdatedAt}
 		if _, ok := stepStatusNames[a.Status]; !ok {
-			return nil, &Error{Code: CodeCorrupt, Message: fmt.Sprintf("flow run %s: step %d has an unknown status %d", row.ID, r.Step+1, r.Status)}
+			return nil, &wtx.Error{Code: wtx.CodeCorrupt, Message: fmt.Sprintf("flow run %s: step %d has an unknown status %d", row.ID, r.Step+1, r.Status)}
 		}
 		if len(r.Result) > 0 {
 			var res StepResult
 			if err := json.Unmarshal(r.Result, &res); err != nil {
-				return nil, &Error{Code: CodeCorrupt, Message: fmt.Sprintf("flow run %s: the result of step %d is damaged: %v", row.ID, r.Step+1, err)}
+				return nil, &wtx.Error{Code: wtx.CodeCorrupt, Message: fmt.Sprintf("flow run %s: the result of step %d is damaged: %v", row.ID, r.Step+1, err)}
 			}
 			a.Result = &res
 		}
@@ -359,7 +341,7 @@ func assembleFlowRun(row state.FlowRun, rows []state.FlowStep) (*FlowRun, error)
 
 // next returns the index of the first step without a complete result, or
 // len(steps).
-func (r *FlowRun) next() int {
+func (r *Run) next() int {
 	for i := range r.Steps {
 		if a := r.Steps[i].latest(); a == nil || !a.Status.complete() {
 			return i
@@ -369,47 +351,47 @@ func (r *FlowRun) next() int {
 }
 
 // derive sets the run's status, next step and repairs from its steps.
-func (r *FlowRun) derive(running bool) {
+func (r *Run) derive(running bool) {
 	n := r.next()
 	r.Next = ""
 	if n < len(r.Steps) {
 		r.Next = r.Steps[n].Name
 	}
 	ref := r.ID
-	resume := Repair{Action: "resume", Detail: "go on from the first step without a result", Command: "wtx flow resume " + ref}
-	skip := Repair{Action: "skip", Detail: "record the step as skipped and go on", Command: "wtx flow resume " + ref + " --skip"}
-	abandon := Repair{Action: "abandon", Detail: "stop the run for good; what it applied stays", Command: "wtx flow abandon " + ref}
-	r.Repairs = []Repair{}
+	resume := wtx.Repair{Action: "resume", Detail: "go on from the first step without a result", Command: "wtx flow resume " + ref}
+	skip := wtx.Repair{Action: "skip", Detail: "record the step as skipped and go on", Command: "wtx flow resume " + ref + " --skip"}
+	abandon := wtx.Repair{Action: "abandon", Detail: "stop the run for good; what it applied stays", Command: "wtx flow abandon " + ref}
+	r.Repairs = []wtx.Repair{}
 	switch {
 	case r.row.Abandoned:
-		r.Status = FlowAbandoned
+		r.Status = RunAbandoned
 		return
 	case running:
-		r.Status = FlowRunning
+		r.Status = RunRunning
 		return
 	case n == len(r.Steps):
-		r.Status = FlowDone
+		r.Status = RunDone
 		return
 	}
 	a := r.Steps[n].latest()
 	step := r.def.Steps[n]
 	switch {
 	case a == nil && n == 0:
-		r.Status = FlowPending
-		r.Repairs = []Repair{resume}
+		r.Status = RunPending
+		r.Repairs = []wtx.Repair{resume}
 		return
 	case a == nil:
-		r.Status = FlowInterrupted
+		r.Status = RunInterrupted
 	case a.Status == StepFailed:
-		r.Status = FlowFailed
+		r.Status = RunFailed
 	case a.Status == StepReview && a.Result != nil && a.Result.Error != nil:
-		r.Status = FlowRefused
+		r.Status = RunRefused
 		resume.Detail = "apply it and go on, once the stage or the workspace is put right"
 		r.Repairs = append(refusedReviewRepairs(a), resume, abandon)
 		return
 	case a.Status == StepReview:
-		r.Status = FlowReview
-		r.Repairs = []Repair{
+		r.Status = RunReview
+		r.Repairs = []wtx.Repair{
 			{Action: "review", Detail: "look at the step's change", Command: "wtx diff " + a.StageID},
 			{Action: "resume", Detail: "apply it and go on", Command: "wtx flow resume " + ref},
 			{Action: "drop", Detail: "drop it; a resume then runs the step again", Command: "wtx drop " + a.StageID},
@@ -417,65 +399,57 @@ func (r *FlowRun) derive(running bool) {
 		}
 		return
 	case (a.Status == StepStarted || a.Status == StepInterrupted) && !step.IsIdempotent():
-		r.Status = FlowInDoubt
-		r.Repairs = []Repair{
+		r.Status = RunInDoubt
+		r.Repairs = []wtx.Repair{
 			{Action: "retry", Detail: "run the step again (its external effects may happen twice)", Command: "wtx flow resume " + ref + " --retry"},
 			skip, abandon,
 		}
 		return
 	default:
-		r.Status = FlowInterrupted
+		r.Status = RunInterrupted
 	}
-	r.Repairs = []Repair{resume, skip, {Action: "fork", Detail: "start a new run from the state after an earlier step", Command: "wtx flow fork " + ref + " --at STEP"}, abandon}
+	r.Repairs = []wtx.Repair{resume, skip, {Action: "fork", Detail: "start a new run from the state after an earlier step", Command: "wtx flow fork " + ref + " --at STEP"}, abandon}
 }
 
 // Definition returns the run's pinned definition.
-func (r *FlowRun) Definition() *FlowDef { return r.def }
+func (r *Run) Definition() *Def { return r.def }
 
-// StartFlow starts a new run of the flow definition data and runs its
-// steps in order until one fails or stops for review, or all are done.
-func (w *Workspace) StartFlow(ctx context.Context, data []byte, opts FlowOptions) (*FlowRun, error) {
-	def, err := ParseFlow(data)
-	if err != nil {
-		return nil, err
+// start is Start.
+func (w *runner) start(ctx context.Context, def *Def, opts Options) (*Run, error) {
+	if def == nil || def.src == nil {
+		return nil, errorf(wtx.CodeUsage, "no flow definition given (Parse makes one)")
 	}
+	data := def.src
 	if opts.Name != "" {
-		if !nameRE.MatchString(opts.Name) || strings.HasPrefix(opts.Name, "run-") {
-			return nil, errorf(CodeUsage, "run name %q: use 1-64 letters, digits, '.', '_' or '-', not starting with 'run-'", opts.Name)
+		if !link().ValidName(opts.Name) || strings.HasPrefix(opts.Name, "run-") {
+			return nil, errorf(wtx.CodeUsage, "run name %q: use 1-64 letters, digits, '.', '_' or '-', not starting with 'run-'", opts.Name)
 		}
 	}
 	now := w.now().UTC()
-	row := state.FlowRun{ID: newID("run", now), WorkspaceID: w.id, Name: opts.Name, CreatedAt: now,
+	row := state.FlowRun{ID: link().NewID("run", now), WorkspaceID: w.id(), Name: opts.Name, CreatedAt: now,
 		DefinitionDigest: def.Digest, Definition: append([]byte(nil), data...)}
-	if err := w.db.InsertFlowRun(ctx, row); err != nil {
+	if err := w.db().InsertFlowRun(ctx, row); err != nil {
 		if errors.Is(err, state.ErrExists) && opts.Name != "" {
-			return nil, errorf(CodeNameTaken, "a flow run of this workspace is already named %q", opts.Name)
+			return nil, errorf(wtx.CodeNameTaken, "a flow run of this workspace is already named %q", opts.Name)
 		}
-		return nil, AsError(err)
+		return nil, wtx.AsError(err)
 	}
 	failpoint.Hit("flow:created")
 	return w.continueFlow(ctx, row.ID, opts)
 }
 
-// ResumeFlow continues run ref at its first step without a result. A step
-// interrupted before its apply committed is rolled back (by the journal's
-// recovery when the workspace opened) and runs again; a step with a result
-// never runs again; a step with external effects that was interrupted stops
-// the run for a decision (opts.Retry or opts.Skip) (W-002).
-func (w *Workspace) ResumeFlow(ctx context.Context, ref string, opts FlowOptions) (*FlowRun, error) {
-	run, err := w.FlowRun(ctx, ref)
+// resume is Resume.
+func (w *runner) resume(ctx context.Context, ref string, opts Options) (*Run, error) {
+	run, err := w.find(ctx, ref)
 	if err != nil {
 		return nil, err
 	}
 	return w.continueFlow(ctx, run.ID, opts)
 }
 
-// AbandonFlow marks run ref abandoned: it never runs again. What its steps
-// applied stays; stages it kept for review are dropped, unless one holds
-// changes made since its step kept it (a person's edits, a rebase): then
-// nothing is done and the refusal names it (T-008).
-func (w *Workspace) AbandonFlow(ctx context.Context, ref string) (*FlowRun, error) {
-	run, err := w.FlowRun(ctx, ref)
+// abandon is Abandon.
+func (w *runner) abandon(ctx context.Context, ref string) (*Run, error) {
+	run, err := w.find(ctx, ref)
 	if err != nil {
 		return nil, err
 	}
@@ -499,27 +473,27 @@ func (w *Workspace) AbandonFlow(ctx context.Context, ref string) (*FlowRun, erro
 				return nil, err
 			}
 		case a != nil && a.Status == StepStarted:
-			if err := w.dropStepStageChecked(ctx, run.ID, i, a, func(st *Stage) error { return checkFlowOnly(ctx, run, i, st) }); err != nil {
+			if err := w.dropStepStageChecked(ctx, run.ID, i, a, func(st *wtx.Stage) error { return checkFlowOnly(ctx, run, i, st) }); err != nil {
 				return nil, err
 			}
 		}
 	}
-	if err := w.db.AbandonFlowRun(ctx, run.ID); err != nil {
-		return nil, AsError(err)
+	if err := w.db().AbandonFlowRun(ctx, run.ID); err != nil {
+		return nil, wtx.AsError(err)
 	}
-	return w.FlowRun(ctx, run.ID)
+	return w.find(ctx, run.ID)
 }
 
 // lockFlowRun takes the run's lock, without waiting: one process executes
 // a run at a time. A killed holder leaves no stale lock (flock).
-func (w *Workspace) lockFlowRun(id string) (func(), error) {
-	dir := filepath.Join(w.workspaceStateDir(), "flows")
+func (w *runner) lockFlowRun(id string) (func(), error) {
+	dir := filepath.Join(w.stateDir(), "flows")
 	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return nil, AsError(err)
+		return nil, wtx.AsError(err)
 	}
 	f, err := os.OpenFile(filepath.Join(dir, id+".lock"), os.O_RDWR|os.O_CREATE, 0o600)
 	if err != nil {
-		return nil, AsError(fmt.Errorf("open lock of flow run %s: %w", id, err))
+		return nil, wtx.AsError(fmt.Errorf("open lock of flow run %s: %w", id, err))
 	}
 	// A reader (flowRunLive) holds the lock shared for an instant: a
 	// short wait tells it from a process executing the run.
@@ -534,18 +508,18 @@ func (w *Workspace) lockFlowRun(id string) (func(), error) {
 	if err != nil {
 		f.Close()
 		if errors.Is(err, unix.EWOULDBLOCK) {
-			return nil, &Error{Code: CodeLocked, Message: fmt.Sprintf("flow run %s is being executed by another wtx process; nothing was done", id),
-				Repairs: []Repair{{Action: "wait", Detail: "wait for it to finish, then look at the run", Command: "wtx flow show " + id}}}
+			return nil, &wtx.Error{Code: wtx.CodeLocked, Message: fmt.Sprintf("flow run %s is being executed by another wtx process; nothing was done", id),
+				Repairs: []wtx.Repair{{Action: "wait", Detail: "wait for it to finish, then look at the run", Command: "wtx flow show " + id}}}
 		}
-		return nil, AsError(fmt.Errorf("lock flow run %s: %w", id, err))
+		return nil, wtx.AsError(fmt.Errorf("lock flow run %s: %w", id, err))
 	}
 	return func() { f.Close() }, nil
 }
 
 // flowRunLive reports whether a process holds the run's lock: it executes
 // the run now. It only reads (a run never executed has no lock file).
-func (w *Workspace) flowRunLive(id string) bool {
-	f, err := os.Open(filepath.Join(w.workspaceStateDir(), "flows", id+".lock"))
+func (w *runner) flowRunLive(id string) bool {
+	f, err := os.Open(filepath.Join(w.stateDir(), "flows", id+".lock"))
 	if err != nil {
 		return false
 	}
@@ -567,28 +541,28 @@ func stepStageName(run string, step, attempt int) string {
 
 // dropStepStage drops the open stage an attempt left, waiting a little for
 // a killed run's supervisor to end.
-func (w *Workspace) dropStepStage(ctx context.Context, run string, step int, a *StepAttempt) error {
+func (w *runner) dropStepStage(ctx context.Context, run string, step int, a *StepAttempt) error {
 	return w.dropStepStageChecked(ctx, run, step, a, nil)
 }
 
 // dropStepStageChecked is dropStepStage, refused when check, asked under
 // the stage's locks, fails.
-func (w *Workspace) dropStepStageChecked(ctx context.Context, run string, step int, a *StepAttempt, check func(*Stage) error) error {
+func (w *runner) dropStepStageChecked(ctx context.Context, run string, step int, a *StepAttempt, check func(*wtx.Stage) error) error {
 	ref := a.StageID
 	if ref == "" {
 		ref = stepStageName(run, step, a.Attempt)
 	}
-	st, err := w.Stage(ctx, ref)
+	st, err := w.ws.Stage(ctx, ref)
 	if err != nil {
-		if e := AsError(err); e.Code == CodeStageNotFound {
+		if e := wtx.AsError(err); e.Code == wtx.CodeStageNotFound {
 			return nil
 		}
 		return err
 	}
-	if st.State() != StateOpen {
+	if st.State() != wtx.StateOpen {
 		return nil
 	}
-	if err := w.authorize(ActionDrop, false); err != nil {
+	if err := link().AuthorizeDrop(w.ws); err != nil {
 		return err
 	}
 	var under func() error
@@ -597,11 +571,11 @@ func (w *Workspace) dropStepStageChecked(ctx context.Context, run string, step i
 	}
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		err := st.dropChecked(ctx, under)
+		err := link().DropChecked(ctx, st, under)
 		if err == nil {
 			return nil
 		}
-		if AsError(err).Code != CodeStageBusy || time.Now().After(deadline) {
+		if wtx.AsError(err).Code != wtx.CodeStageBusy || time.Now().After(deadline) {
 			return err
 		}
 		select {
@@ -613,7 +587,7 @@ func (w *Workspace) dropStepStageChecked(ctx context.Context, run string, step i
 }
 
 // continueFlow runs run id's steps from its first without a result.
-func (w *Workspace) continueFlow(ctx context.Context, id string, opts FlowOptions) (*FlowRun, error) {
+func (w *runner) continueFlow(ctx context.Context, id string, opts Options) (*Run, error) {
 	release, err := w.lockFlowRun(id)
 	if err != nil {
 		return nil, err
@@ -624,18 +598,18 @@ func (w *Workspace) continueFlow(ctx context.Context, id string, opts FlowOption
 		return nil, err
 	}
 	// Read once the run is released, so that it is not seen as running.
-	return w.FlowRun(ctx, id)
+	return w.find(ctx, id)
 }
 
 // continueLocked is continueFlow with the run's lock held.
-func (w *Workspace) continueLocked(ctx context.Context, id string, opts FlowOptions) (*FlowRun, error) {
-	run, err := w.FlowRun(ctx, id)
+func (w *runner) continueLocked(ctx context.Context, id string, opts Options) (*Run, error) {
+	run, err := w.find(ctx, id)
 	if err != nil {
 		return nil, err
 	}
 	if run.row.Abandoned {
-		return nil, &Error{Code: CodeRunAbandoned, Message: fmt.Sprintf("flow run %s was abandoned; it runs no more", id),
-			Repairs: []Repair{{Action: "fork", Detail: "start a new run from the state after one of its steps", Command: "wtx flow fork " + id + " --at STEP"}}}
+		return nil, &wtx.Error{Code: wtx.CodeRunAbandoned, Message: fmt.Sprintf("flow run %s was abandoned; it runs no more", id),
+			Repairs: []wtx.Repair{{Action: "fork", Detail: "start a new run from the state after one of its steps", Command: "wtx flow fork " + id + " --at STEP"}}}
 	}
 	skip := opts.Skip
 	if failpoint.Disabled("flow-resume") {
@@ -647,7 +621,7 @@ func (w *Workspace) continueLocked(ctx context.Context, id string, opts FlowOpti
 				return nil, err
 			}
 		}
-		if run, err = w.FlowRun(ctx, id); err != nil {
+		if run, err = w.find(ctx, id); err != nil {
 			return nil, err
 		}
 	}
@@ -665,7 +639,7 @@ func (w *Workspace) continueLocked(ctx context.Context, id string, opts FlowOpti
 		// An attempt found started was interrupted: whatever its stage
 		// holds goes (an apply that committed was recorded with it).
 		if a != nil && a.Status == StepStarted {
-			if err := w.dropStepStageChecked(ctx, id, n, a, func(st *Stage) error { return checkFlowOnly(ctx, run, n, st) }); err != nil {
+			if err := w.dropStepStageChecked(ctx, id, n, a, func(st *wtx.Stage) error { return checkFlowOnly(ctx, run, n, st) }); err != nil {
 				return nil, err
 			}
 			if err := w.putStep(ctx, id, n, a.Attempt, StepInterrupted, a.Result, a.Created); err != nil {
@@ -686,14 +660,14 @@ func (w *Workspace) continueLocked(ctx context.Context, id string, opts FlowOpti
 				return nil, err
 			}
 		case a != nil && a.Status == StepInterrupted && !step.IsIdempotent() && !opts.Retry && !failpoint.Disabled("in-doubt"):
-			return w.FlowRun(ctx, id)
+			return w.find(ctx, id)
 		case a != nil && a.Status == StepReview:
 			stop, err := w.applyReviewed(ctx, run, n, a, opts)
 			if err != nil {
 				return nil, err
 			}
 			if stop {
-				return w.FlowRun(ctx, id)
+				return w.find(ctx, id)
 			}
 		default:
 			stop, err := w.execStep(ctx, run, n, attempt, opts)
@@ -701,10 +675,10 @@ func (w *Workspace) continueLocked(ctx context.Context, id string, opts FlowOpti
 				return nil, err
 			}
 			if stop {
-				return w.FlowRun(ctx, id)
+				return w.find(ctx, id)
 			}
 		}
-		if run, err = w.FlowRun(ctx, id); err != nil {
+		if run, err = w.find(ctx, id); err != nil {
 			return nil, err
 		}
 	}
@@ -725,13 +699,13 @@ func lineageName(run string, step int) string {
 }
 
 // dropStageNamed drops the open stage named name, if there is one.
-func (w *Workspace) dropStageNamed(ctx context.Context, name string) error {
-	ss, err := w.Stages(ctx)
+func (w *runner) dropStageNamed(ctx context.Context, name string) error {
+	ss, err := w.ws.Stages(ctx)
 	if err != nil {
 		return err
 	}
 	for _, s := range ss {
-		if s.Name() == name && s.State() == StateOpen {
+		if s.Name() == name && s.State() == wtx.StateOpen {
 			return w.dropStepStage(ctx, "", 0, &StepAttempt{StageID: s.ID()})
 		}
 	}
@@ -739,17 +713,17 @@ func (w *Workspace) dropStageNamed(ctx context.Context, name string) error {
 }
 
 // putStep records a step attempt in its own transaction.
-func (w *Workspace) putStep(ctx context.Context, run string, step, attempt int, status StepStatus, res *StepResult, created time.Time) error {
+func (w *runner) putStep(ctx context.Context, run string, step, attempt int, status StepStatus, res *StepResult, created time.Time) error {
 	rec := flowStepRecord{RunID: run, Step: step, Attempt: attempt, Status: status, CreatedAt: created}
 	if res != nil {
 		rec.Result = *res
 	}
 	row, err := rec.row(w.now().UTC())
 	if err != nil {
-		return AsError(err)
+		return wtx.AsError(err)
 	}
-	if err := w.db.PutFlowStep(ctx, row); err != nil {
-		return AsError(err)
+	if err := w.db().PutFlowStep(ctx, row); err != nil {
+		return wtx.AsError(err)
 	}
 	return nil
 }
@@ -777,7 +751,7 @@ func (c *capture) digest() string { return fmt.Sprintf("sha256:%x", c.h.Sum(nil)
 
 // execStep runs one attempt of step n. It reports whether the run stops
 // there (a failure, or a stage kept for review).
-func (w *Workspace) execStep(ctx context.Context, run *FlowRun, n, attempt int, opts FlowOptions) (stop bool, err error) {
+func (w *runner) execStep(ctx context.Context, run *Run, n, attempt int, opts Options) (stop bool, err error) {
 	step := &run.def.Steps[n]
 	created := w.now().UTC()
 	res := &StepResult{Step: step.Name, Kind: step.Kind, Command: step.Command, Effects: step.Effects}
@@ -792,45 +766,45 @@ func (w *Workspace) execStep(ctx context.Context, run *FlowRun, n, attempt int, 
 	}
 	progress(StepStarted)
 	failpoint.Hit("flow:step-started")
-	begin := BeginOptions{Name: stepStageName(run.ID, n, attempt), Exclude: step.Exclude, Share: step.Share,
+	begin := wtx.BeginOptions{Name: stepStageName(run.ID, n, attempt), Exclude: step.Exclude, Share: step.Share,
 		Protect: step.Protect, Backend: step.Backend}
 	lineage := run.ForkedFrom != "" && !failpoint.Disabled("fork-at")
-	var st *Stage
+	var st *wtx.Stage
 	switch {
 	case lineage && n == run.row.ForkedAt+1:
 		// The first step of a fork sees the state after the fork point.
 		begin.At = forkAnchor(run, run.row.ForkedAt)
-		st, err = w.Begin(ctx, begin)
+		st, err = w.ws.Begin(ctx, begin)
 	case lineage:
 		// A later step of a fork sees the fork's own line: the state after
 		// the fork point with the fork's steps since, kept in a stage.
-		var from *Stage
-		if from, err = w.Stage(ctx, lineageName(run.ID, n-1)); err == nil && from.State() != StateOpen {
-			err = errorf(CodeStageSettled, "the state after step %s of fork %s is gone (its stage %s is %s)", run.Steps[n-1].Name, run.ID, from.ID(), from.State())
+		var from *wtx.Stage
+		if from, err = w.ws.Stage(ctx, lineageName(run.ID, n-1)); err == nil && from.State() != wtx.StateOpen {
+			err = errorf(wtx.CodeStageSettled, "the state after step %s of fork %s is gone (its stage %s is %s)", run.Steps[n-1].Name, run.ID, from.ID(), from.State())
 		}
 		if err == nil {
 			err = checkLineageOwn(ctx, run, n, from)
 		}
 		if err == nil {
-			st, err = from.Fork(ctx, ForkOptions{Name: begin.Name})
+			st, err = from.Fork(ctx, wtx.ForkOptions{Name: begin.Name})
 		}
 	default:
-		st, err = w.Begin(ctx, begin)
+		st, err = w.ws.Begin(ctx, begin)
 	}
 	if err != nil {
 		return true, w.failStep(ctx, run.ID, n, attempt, res, created, nil, err, progress)
 	}
 	res.StageID, res.BaseDigest = st.ID(), st.BaseDigest()
-	st.flowAttempt = begin.Name
-	if err := w.db.SetFlowRunBase(ctx, run.ID, st.BaseDigest()); err != nil {
-		return false, AsError(err)
+	link().SetAttempt(st, begin.Name)
+	if err := w.db().SetFlowRunBase(ctx, run.ID, st.BaseDigest()); err != nil {
+		return false, wtx.AsError(err)
 	}
 	if err := w.putStep(ctx, run.ID, n, attempt, StepStarted, res, created); err != nil {
 		return false, err
 	}
 	failpoint.Hit("flow:stage-open")
-	var items []BatchItem
-	var before *ChangeSet
+	var items []wtx.BatchItem
+	var before *wtx.ChangeSet
 	switch step.Kind {
 	case StepRun, StepAgent:
 		// What the stage holds before an agent runs (a fork's line): the
@@ -854,7 +828,7 @@ func (w *Workspace) execStep(ctx context.Context, run *FlowRun, n, attempt int, 
 			if err != nil {
 				return true, w.failStep(ctx, run.ID, n, attempt, res, created, st, err, progress)
 			}
-			if items, err = ParseBatch(strings.NewReader(string(prev))); err != nil {
+			if items, err = wtx.ParseBatch(strings.NewReader(string(prev))); err != nil {
 				return true, w.failStep(ctx, run.ID, n, attempt, res, created, st, err, progress)
 			}
 		} else {
@@ -867,13 +841,13 @@ func (w *Workspace) execStep(ctx context.Context, run *FlowRun, n, attempt int, 
 	for i, it := range items {
 		var err error
 		if step.Kind == StepAgent {
-			err = st.checkEditSize(ctx, it, step.Allow.MaxBytes)
+			err = checkEditSize(ctx, st, it, step.Allow.MaxBytes)
 		}
 		if err == nil {
 			err = stageItem(ctx, st, it)
 		}
 		if err != nil {
-			e := AsError(err)
+			e := wtx.AsError(err)
 			out := *e
 			out.Message = fmt.Sprintf("op %d (%s %s): %s", i+1, it.Command, quote.Path(it.Path), e.Message)
 			return true, w.failStep(ctx, run.ID, n, attempt, res, created, st, &out, progress)
@@ -892,14 +866,14 @@ func (w *Workspace) execStep(ctx context.Context, run *FlowRun, n, attempt int, 
 		if err := w.dropStageNamed(ctx, lineageName(run.ID, n)); err != nil {
 			return false, err
 		}
-		if _, err := st.Fork(ctx, ForkOptions{Name: lineageName(run.ID, n)}); err != nil {
+		if _, err := st.Fork(ctx, wtx.ForkOptions{Name: lineageName(run.ID, n)}); err != nil {
 			return true, w.failStep(ctx, run.ID, n, attempt, res, created, st, err, progress)
 		}
 	}
 	res.ChangesetDigest, res.Counts = cs.Digest, cs.Counts
-	if cs.base != nil {
+	if d := link().ResultDigest(cs); d != "" {
 		// As an apply of the whole change set computes it.
-		res.ResultDigest = tree.ResultDigest(cs.base.Entries, cs.all)
+		res.ResultDigest = d
 	}
 	switch step.OnSuccess {
 	case OnSuccessReview, OnSuccessKeep:
@@ -924,27 +898,27 @@ func (w *Workspace) execStep(ctx context.Context, run *FlowRun, n, attempt int, 
 // fails: it holds the command's output and maybe a person's edits, so the
 // attempt stays in review with the refusal and its repairs recorded, and
 // the run stops for a decision (T-008).
-func (w *Workspace) applyStep(ctx context.Context, run string, n, attempt int, st *Stage, step *FlowStep, res *StepResult, created time.Time, progress func(StepStatus), reviewed bool) (bool, error) {
+func (w *runner) applyStep(ctx context.Context, run string, n, attempt int, st *wtx.Stage, step *Step, res *StepResult, created time.Time, progress func(StepStatus), reviewed bool) (bool, error) {
 	rec := &flowStepRecord{RunID: run, Step: n, Attempt: attempt, Status: StepDone, StatusNum: int(StepDone), CreatedAt: created, Result: *res}
-	opts := ApplyOptions{Approve: step.Approve}
+	opts := wtx.ApplyOptions{Approve: step.Approve}
 	if !failpoint.Disabled("flow-atomic") {
 		opts.Annotate = rec.annotate
 	}
 	if reviewed {
-		approve, err := st.reviewedApproval(ctx, step, res)
+		approve, err := reviewedApproval(ctx, st, step, res)
 		if err != nil {
 			return false, err
 		}
 		opts.Approve = approve
 	}
-	if step.Kind == StepAgent {
+	agent := step.Kind == StepAgent
+	if agent {
 		// What an agent proposed lands on its own authority (T-003): never
 		// a protected path, whatever the flow file says.
-		agent := ActorFlowAgent
-		opts.actor = &agent
+		link().AsAgent(&opts)
 	}
 	ar, err := st.Apply(ctx, opts)
-	if e := AsError(err); e != nil && e.Code == CodeProtected && opts.actor != nil {
+	if e := wtx.AsError(err); e != nil && e.Code == wtx.CodeProtected && agent {
 		err = agentProtected(step, e)
 	}
 	if err != nil {
@@ -978,10 +952,10 @@ func (w *Workspace) applyStep(ctx context.Context, run string, n, attempt int, s
 // applyReviewed applies a stage a step kept for review, when it is still
 // open; a dropped one makes the step run again. A refused apply keeps the
 // stage and stops the run (applyStep).
-func (w *Workspace) applyReviewed(ctx context.Context, run *FlowRun, n int, a *StepAttempt, opts FlowOptions) (bool, error) {
+func (w *runner) applyReviewed(ctx context.Context, run *Run, n int, a *StepAttempt, opts Options) (bool, error) {
 	step := &run.def.Steps[n]
-	st, err := w.Stage(ctx, a.StageID)
-	if err != nil && AsError(err).Code != CodeStageNotFound {
+	st, err := w.ws.Stage(ctx, a.StageID)
+	if err != nil && wtx.AsError(err).Code != wtx.CodeStageNotFound {
 		return false, err
 	}
 	res := &StepResult{Step: step.Name, Kind: step.Kind}
@@ -995,13 +969,13 @@ func (w *Workspace) applyReviewed(ctx context.Context, run *FlowRun, n int, a *S
 		}
 	}
 	switch {
-	case st == nil || st.State() == StateDropped:
+	case st == nil || st.State() == wtx.StateDropped:
 		return w.execStep(ctx, run, n, a.Attempt+1, opts)
-	case st.State() == StateApplied || st.State() == StateEmpty:
+	case st.State() == wtx.StateApplied || st.State() == wtx.StateEmpty:
 		// Applied by hand after the review: the step is behind the run,
 		// and so is the refusal of an earlier resume.
 		res.Error, res.Repairs = nil, nil
-		if ops, err := st.ops(ctx); err == nil && len(ops) > 0 {
+		if ops, err := w.stageOps(ctx, st); err == nil && len(ops) > 0 {
 			res.OpID = ops[len(ops)-1]
 		}
 		if err := w.putStep(ctx, run.ID, n, a.Attempt, StepDone, res, a.Created); err != nil {
@@ -1016,8 +990,8 @@ func (w *Workspace) applyReviewed(ctx context.Context, run *FlowRun, n int, a *S
 }
 
 // ops returns the ids of the ops that applied the stage, oldest first.
-func (s *Stage) ops(ctx context.Context) ([]string, error) {
-	ops, err := s.ws.Ops(ctx)
+func (w *runner) stageOps(ctx context.Context, s *wtx.Stage) ([]string, error) {
+	ops, err := w.ws.Ops(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -1032,11 +1006,11 @@ func (s *Stage) ops(ctx context.Context) ([]string, error) {
 
 // failStep drops the attempt's stage (when there is one) and records the
 // attempt failed with err (or the command's status when err is nil).
-func (w *Workspace) failStep(ctx context.Context, run string, n, attempt int, res *StepResult, created time.Time, st *Stage, err error, progress func(StepStatus)) error {
+func (w *runner) failStep(ctx context.Context, run string, n, attempt int, res *StepResult, created time.Time, st *wtx.Stage, err error, progress func(StepStatus)) error {
 	ctx = context.WithoutCancel(ctx)
 	if err != nil {
-		e := AsError(err)
-		res.Error = &Refusal{Code: e.Code, Message: e.Message}
+		e := wtx.AsError(err)
+		res.Error = &wtx.Refusal{Code: e.Code, Message: e.Message}
 	}
 	if st != nil {
 		if derr := st.Drop(ctx); derr != nil {
@@ -1051,29 +1025,29 @@ func (w *Workspace) failStep(ctx context.Context, run string, n, attempt int, re
 }
 
 // previousOutput is the stdout step n-1 recorded, whole.
-func previousOutput(run *FlowRun, n int) ([]byte, error) {
+func previousOutput(run *Run, n int) ([]byte, error) {
 	a := run.Steps[n-1].latest()
 	if a == nil || a.Result == nil || a.Status != StepDone && a.Status != StepStaged {
-		return nil, errorf(CodeUsage, "step %s takes its ops from step %s, which has no output (it was %s)", run.Steps[n].Name, run.Steps[n-1].Name, run.Steps[n-1].Status)
+		return nil, errorf(wtx.CodeUsage, "step %s takes its ops from step %s, which has no output (it was %s)", run.Steps[n].Name, run.Steps[n-1].Name, run.Steps[n-1].Status)
 	}
 	r := a.Result
 	if int64(len(r.Stdout)) != r.StdoutSize {
-		return nil, errorf(CodeUsage, "step %s takes its ops from step %s, whose output (%d bytes) was longer than the %d it kept; raise its keep_output", run.Steps[n].Name, run.Steps[n-1].Name, r.StdoutSize, len(r.Stdout))
+		return nil, errorf(wtx.CodeUsage, "step %s takes its ops from step %s, whose output (%d bytes) was longer than the %d it kept; raise its keep_output", run.Steps[n].Name, run.Steps[n-1].Name, r.StdoutSize, len(r.Stdout))
 	}
 	return r.Stdout, nil
 }
 
 // runStepCommand runs a run or agent step's command in st. It returns the
 // command's stdout and whether the command succeeded.
-func (w *Workspace) runStepCommand(ctx context.Context, run *FlowRun, n int, st *Stage, res *StepResult, opts FlowOptions) ([]byte, bool, error) {
+func (w *runner) runStepCommand(ctx context.Context, run *Run, n int, st *wtx.Stage, res *StepResult, opts Options) ([]byte, bool, error) {
 	step := &run.def.Steps[n]
-	if err := LookCommand(w.path, step.Command[0]); err != nil {
+	if err := wtx.LookCommand(w.ws.Path(), step.Command[0]); err != nil {
 		return nil, false, err
 	}
 	stdout, stderr := newCapture(step.KeepOutput), newCapture(step.KeepOutput)
 	if step.Kind == StepAgent {
 		// The proposal is parsed whole: keep all of it, up to a batch.
-		stdout.limit = MaxBatchLine
+		stdout.limit = wtx.MaxBatchLine
 	}
 	rctx := ctx
 	if d := step.TimeoutDuration(); d > 0 {
@@ -1087,7 +1061,7 @@ func (w *Workspace) runStepCommand(ctx context.Context, run *FlowRun, n int, st 
 	// changed in its view would be refused once it ends all the same
 	// (checkProposal). Either way it writes nothing that lands.
 	agent := step.Kind == StepAgent
-	rr, err := st.Run(rctx, step.Command, RunOptions{Stdout: stdout, Stderr: stderr, Env: env,
+	rr, err := st.Run(rctx, step.Command, wtx.RunOptions{Stdout: stdout, Stderr: stderr, Env: env,
 		ReadOnly: step.ReadOnly || agent, NoNetwork: step.NoNetwork, Confine: agent})
 	res.StdoutSize, res.StderrSize = stdout.size, stderr.size
 	res.StdoutDigest, res.StderrDigest = stdout.digest(), stderr.digest()
@@ -1109,13 +1083,13 @@ func (w *Workspace) runStepCommand(ctx context.Context, run *FlowRun, n int, st 
 	}
 	if rctx.Err() != nil && ctx.Err() == nil {
 		res.TimedOut = true
-		return nil, false, errorf(CodeStepFailed, "step %s: command timed out after %s", step.Name, step.Timeout)
+		return nil, false, errorf(wtx.CodeStepFailed, "step %s: command timed out after %s", step.Name, step.Timeout)
 	}
 	if ctx.Err() != nil {
 		return nil, false, ctx.Err()
 	}
 	if code != 0 {
-		return nil, false, errorf(CodeStepFailed, "step %s: command %s exited with status %d", step.Name, quote.Text(step.Command[0]), code)
+		return nil, false, errorf(wtx.CodeStepFailed, "step %s: command %s exited with status %d", step.Name, quote.Text(step.Command[0]), code)
 	}
 	return stdout.kept, true, nil
 }
@@ -1123,23 +1097,23 @@ func (w *Workspace) runStepCommand(ctx context.Context, run *FlowRun, n int, st 
 // checkProposal validates an agent's proposal against the step's allowlist
 // before anything is staged (W-005): every op's kind, path and size, and
 // that the command itself changed nothing in its (read-only) view.
-func (w *Workspace) checkProposal(ctx context.Context, st *Stage, step *FlowStep, out []byte, before string, res *StepResult) ([]BatchItem, error) {
+func (w *runner) checkProposal(ctx context.Context, st *wtx.Stage, step *Step, out []byte, before string, res *StepResult) ([]wtx.BatchItem, error) {
 	res.ProposalDigest = fmt.Sprintf("sha256:%x", sha256.Sum256(out))
 	cs, err := st.Changes(ctx, nil)
 	if err != nil {
 		return nil, err
 	}
 	if cs.Digest != before && !failpoint.Disabled("proposal") {
-		return nil, &Error{Code: CodeProposalRefused, Message: fmt.Sprintf("agent step %s: the command changed %d path(s) itself (first: %s); an agent only proposes", step.Name, len(cs.Changes), quote.Path(cs.Changes[0].Path))}
+		return nil, &wtx.Error{Code: wtx.CodeProposalRefused, Message: fmt.Sprintf("agent step %s: the command changed %d path(s) itself (first: %s); an agent only proposes", step.Name, len(cs.Changes), quote.Path(cs.Changes[0].Path))}
 	}
 	if len(strings.TrimSpace(string(out))) == 0 {
 		res.ProposalOps = 0
 		return nil, nil
 	}
-	items, err := ParseBatch(strings.NewReader(string(out)))
+	items, err := wtx.ParseBatch(strings.NewReader(string(out)))
 	if err != nil {
-		e := AsError(err)
-		return nil, &Error{Code: CodeProposalRefused, Message: "agent step " + step.Name + ": proposal: " + e.Message}
+		e := wtx.AsError(err)
+		return nil, &wtx.Error{Code: wtx.CodeProposalRefused, Message: "agent step " + step.Name + ": proposal: " + e.Message}
 	}
 	res.ProposalOps = len(items)
 	if failpoint.Disabled("proposal") {
@@ -1147,17 +1121,17 @@ func (w *Workspace) checkProposal(ctx context.Context, st *Stage, step *FlowStep
 	}
 	allow := step.Allow
 	sels, _ := tree.ParseSelectors(allow.Paths) // checked with the definition
-	var conflicts []Conflict
+	var conflicts []wtx.Conflict
 	if len(items) > allow.MaxOps {
-		conflicts = append(conflicts, Conflict{Path: "", Kind: "too-many-ops", Detail: fmt.Sprintf("%d ops, at most %d", len(items), allow.MaxOps)})
+		conflicts = append(conflicts, wtx.Conflict{Path: "", Kind: "too-many-ops", Detail: fmt.Sprintf("%d ops, at most %d", len(items), allow.MaxOps)})
 	}
 	for i, it := range items {
 		detail := fmt.Sprintf("op %d (%s)", i+1, it.Command)
 		if !slices.Contains(allow.Ops, it.Command) {
-			conflicts = append(conflicts, Conflict{Path: it.Path, Kind: "op-not-allowed", Detail: detail})
+			conflicts = append(conflicts, wtx.Conflict{Path: it.Path, Kind: "op-not-allowed", Detail: detail})
 		}
-		if validOpPath(it.Path) != nil || !sels.Match(it.Path) {
-			conflicts = append(conflicts, Conflict{Path: it.Path, Kind: "path-not-allowed", Detail: detail})
+		if link().ValidOpPath(it.Path) != nil || !sels.Match(it.Path) {
+			conflicts = append(conflicts, wtx.Conflict{Path: it.Path, Kind: "path-not-allowed", Detail: detail})
 		}
 		var size int64
 		if it.Content != nil {
@@ -1167,22 +1141,22 @@ func (w *Workspace) checkProposal(ctx context.Context, st *Stage, step *FlowStep
 			size = max(size, int64(len(*it.New)))
 		}
 		if size > allow.MaxBytes {
-			conflicts = append(conflicts, Conflict{Path: it.Path, Kind: "too-large", Detail: fmt.Sprintf("%s: %d bytes, at most %d", detail, size, allow.MaxBytes)})
+			conflicts = append(conflicts, wtx.Conflict{Path: it.Path, Kind: "too-large", Detail: fmt.Sprintf("%s: %d bytes, at most %d", detail, size, allow.MaxBytes)})
 		}
 	}
 	if len(conflicts) > 0 {
-		return nil, &Error{Code: CodeProposalRefused, Conflicts: conflicts,
+		return nil, &wtx.Error{Code: wtx.CodeProposalRefused, Conflicts: conflicts,
 			Message: fmt.Sprintf("agent step %s: %d op(s) of the proposal are outside the step's allowlist; first: %s (%s); nothing was written", step.Name, len(conflicts), quote.Path(conflicts[0].Path), conflicts[0].Kind)}
 	}
 	return items, nil
 }
 
 // stageItem performs one batch op in st.
-func stageItem(ctx context.Context, st *Stage, it BatchItem) error {
+func stageItem(ctx context.Context, st *wtx.Stage, it wtx.BatchItem) error {
 	var err error
 	switch it.Command {
 	case "write":
-		_, err = st.Write(ctx, it.Path, []byte(*it.Content), WriteOptions{ExpectHash: it.ExpectHash})
+		_, err = st.Write(ctx, it.Path, []byte(*it.Content), wtx.WriteOptions{ExpectHash: it.ExpectHash})
 	case "edit":
 		_, err = st.Edit(ctx, it.Path, it.Old, *it.New, it.All, it.ExpectHash)
 	case "rm":
@@ -1241,15 +1215,9 @@ func (r *StepResult) UnmarshalJSON(data []byte) error {
 	return nil
 }
 
-// ForkFlow starts a new run of run ref's pinned definition from the state
-// right after its step at (a name or a number from 1): the steps up to it
-// are shared (their recorded results are the new run's too, never run
-// again), the next step's stage opens on the workspace as it was right
-// after the last op of those steps (BeginOptions.At), and the run goes on
-// from there. The original run is left as it is. Each forked step lands
-// through the ordinary checks against the current workspace (W-004).
-func (w *Workspace) ForkFlow(ctx context.Context, ref, at string, opts FlowOptions) (*FlowRun, error) {
-	orig, err := w.FlowRun(ctx, ref)
+// fork is Fork.
+func (w *runner) fork(ctx context.Context, ref, at string, opts Options) (*Run, error) {
+	orig, err := w.find(ctx, ref)
 	if err != nil {
 		return nil, err
 	}
@@ -1260,23 +1228,23 @@ func (w *Workspace) ForkFlow(ctx context.Context, ref, at string, opts FlowOptio
 		}
 	}
 	if k < 0 {
-		return nil, errorf(CodeUsage, "flow run %s has no step %q", orig.ID, at)
+		return nil, errorf(wtx.CodeUsage, "flow run %s has no step %q", orig.ID, at)
 	}
 	for i := 0; i <= k; i++ {
 		if a := orig.Steps[i].latest(); a == nil || !a.Status.complete() {
-			return nil, errorf(CodeUsage, "step %s of %s has no result (%s); fork at a step the run has behind it", orig.Steps[i].Name, orig.ID, orig.Steps[i].Status)
+			return nil, errorf(wtx.CodeUsage, "step %s of %s has no result (%s); fork at a step the run has behind it", orig.Steps[i].Name, orig.ID, orig.Steps[i].Status)
 		}
 	}
 	if forkAnchor(orig, k) == "" {
-		return nil, errorf(CodeUsage, "the steps of %s up to %s applied nothing: there is no state to fork from; start a new run", orig.ID, orig.Steps[k].Name)
+		return nil, errorf(wtx.CodeUsage, "the steps of %s up to %s applied nothing: there is no state to fork from; start a new run", orig.ID, orig.Steps[k].Name)
 	}
-	if opts.Name != "" && (!nameRE.MatchString(opts.Name) || strings.HasPrefix(opts.Name, "run-")) {
-		return nil, errorf(CodeUsage, "run name %q: use 1-64 letters, digits, '.', '_' or '-', not starting with 'run-'", opts.Name)
+	if opts.Name != "" && (!link().ValidName(opts.Name) || strings.HasPrefix(opts.Name, "run-")) {
+		return nil, errorf(wtx.CodeUsage, "run name %q: use 1-64 letters, digits, '.', '_' or '-', not starting with 'run-'", opts.Name)
 	}
 	now := w.now().UTC()
-	row := state.FlowRun{ID: newID("run", now), WorkspaceID: w.id, Name: opts.Name, CreatedAt: now,
+	row := state.FlowRun{ID: link().NewID("run", now), WorkspaceID: w.id(), Name: opts.Name, CreatedAt: now,
 		DefinitionDigest: orig.DefinitionDigest, Definition: orig.row.Definition, ForkedFrom: orig.ID, ForkedAt: k}
-	err = w.db.Tx(ctx, func(tx *state.Txn) error {
+	err = w.db().Tx(ctx, func(tx *state.Txn) error {
 		if err := tx.InsertFlowRun(ctx, row); err != nil {
 			return err
 		}
@@ -1298,15 +1266,15 @@ func (w *Workspace) ForkFlow(ctx context.Context, ref, at string, opts FlowOptio
 	})
 	if err != nil {
 		if errors.Is(err, state.ErrExists) && opts.Name != "" {
-			return nil, errorf(CodeNameTaken, "a flow run of this workspace is already named %q", opts.Name)
+			return nil, errorf(wtx.CodeNameTaken, "a flow run of this workspace is already named %q", opts.Name)
 		}
-		return nil, AsError(err)
+		return nil, wtx.AsError(err)
 	}
 	return w.continueFlow(ctx, row.ID, opts)
 }
 
 // forkAnchor is the last op the steps up to k recorded ("" if none).
-func forkAnchor(run *FlowRun, k int) string {
+func forkAnchor(run *Run, k int) string {
 	for i := k; i >= 0; i-- {
 		if a := run.Steps[i].latest(); a != nil && a.Result != nil && a.Result.OpID != "" {
 			return a.Result.OpID
