@@ -1,6 +1,7 @@
 package wtx
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 
@@ -47,14 +48,17 @@ func annotate(opts ApplyOptions, op AppliedOp, rec *opRecord) error {
 		return nil
 	}
 	note, err := opts.Annotate(op)
-	if err != nil || note == nil {
+	if err != nil {
 		return AsError(err)
+	}
+	if note == nil {
+		return nil
 	}
 	if note.Kind != FlowStepAnnotation || annotation.Lookup(annotation.Kind(note.Kind)) == nil {
 		return errorf(CodeUsage, "an annotation of kind %q has no recorder in this program; nothing was applied", note.Kind)
 	}
-	if !json.Valid(note.Data) || len(note.Data) == 0 {
-		return errorf(CodeUsage, "an annotation of kind %q is not JSON; nothing was applied", note.Kind)
+	if d := bytes.TrimSpace(note.Data); !json.Valid(d) || len(d) == 0 || d[0] != '{' {
+		return errorf(CodeUsage, "an annotation of kind %q is not a JSON object; nothing was applied", note.Kind)
 	}
 	rec.Step = append(json.RawMessage(nil), note.Data...)
 	return nil
@@ -63,7 +67,8 @@ func annotate(opts ApplyOptions, op AppliedOp, rec *opRecord) error {
 // noteRecorder is the recorder of the note rec carries (nil when it has
 // none); a journal whose note no recorder of this program reads is kept.
 func noteRecorder(rec *opRecord) (annotation.Recorder, error) {
-	if len(rec.Step) == 0 {
+	if len(rec.Step) == 0 || string(rec.Step) == "null" {
+		// None (a journal may spell it null, as a nil field was once).
 		return nil, nil
 	}
 	if r := annotation.Lookup(annotation.FlowStep); r != nil {

@@ -3,6 +3,7 @@ package wtx_test
 import (
 	"bytes"
 	"context"
+	"errors"
 	"strings"
 	"testing"
 
@@ -39,16 +40,16 @@ old = "x"
 new = "y"
 `
 
-// TestW_001_OldJournalRecordsFlowStep recovers an op whose journal the
-// code before the Annotate hook wrote: recording it writes the flow step's
-// row, in the op's transaction, with the same bytes that code stored.
-func TestW_001_OldJournalRecordsFlowStep(t *testing.T) {
+// compatRun starts compatFlow, whose second step fails, and returns the
+// run and the old op record set to complete that step as its attempt 2.
+func compatRun(t *testing.T) (context.Context, *wtx.Workspace, *flow.Run, string) {
+	t.Helper()
 	ctx := context.Background()
 	ws, err := wtx.Open(ctx, t.TempDir(), wtx.Options{StateDir: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer ws.Close()
+	t.Cleanup(func() { ws.Close() })
 	def, err := flow.Parse([]byte(compatFlow))
 	if err != nil {
 		t.Fatal(err)
@@ -63,6 +64,15 @@ func TestW_001_OldJournalRecordsFlowStep(t *testing.T) {
 	stage := run.Steps[1].Attempts[0].StageID
 	old := strings.NewReplacer(`"ws-1"`, `"`+wtx.WorkspaceID(ws)+`"`, `"tx-1"`, `"`+stage+`"`, `"tx":""`, `"tx":"`+stage+`"`,
 		"run-20260301T115900-bbbb", run.ID, `"created_at":"0001-01-01T00:00:00Z"`, `"created_at":"2026-03-01T12:00:00Z"`).Replace(oldFlowOpRecord)
+	return ctx, ws, run, old
+}
+
+// TestW_001_OldJournalRecordsFlowStep recovers an op whose journal the
+// code before the Annotate hook wrote: recording it writes the flow step's
+// row, in the op's transaction, with the same bytes that code stored.
+func TestW_001_OldJournalRecordsFlowStep(t *testing.T) {
+	ctx, ws, run, old := compatRun(t)
+	stage := run.Steps[1].Attempts[0].StageID
 	if err := wtx.RecordOpRecord(ctx, ws, []byte(old)); err != nil {
 		t.Fatalf("recording the old op record: %v", err)
 	}
@@ -95,4 +105,37 @@ func TestW_001_OldJournalRecordsFlowStep(t *testing.T) {
 		}
 	}
 	t.Fatal("no row for attempt 2 of step 2")
+}
+
+// TestW_001_DamagedFlowStepInJournal: a journal whose flow step is damaged
+// records neither the op nor the step (io.corrupt, the journal stays for
+// a person), and one whose flow step is null records the op alone, as a
+// journal without one does.
+func TestW_001_DamagedFlowStepInJournal(t *testing.T) {
+	ctx, ws, run, old := compatRun(t)
+	damaged := strings.Replace(old, `"attempt":2,"status":2`, `"attempt":2,"status":"done"`, 1)
+	if damaged == old {
+		t.Fatal("the record has no status to damage")
+	}
+	err := wtx.RecordOpRecord(ctx, ws, []byte(damaged))
+	if !errors.Is(err, wtx.ErrIO) || wtx.AsError(err).Code != wtx.CodeCorrupt {
+		t.Fatalf("recording a damaged flow step: %v, want io.corrupt", err)
+	}
+	if _, err := ws.Op(ctx, "op-20260301T120000-aaaa"); wtx.AsError(err).Code != wtx.CodeOpNotFound {
+		t.Fatalf("the op of a damaged flow step was recorded without it: %v", err)
+	}
+	null := old[:strings.Index(old, `"flow_step":`)] + `"flow_step":null}`
+	if err := wtx.RecordOpRecord(ctx, ws, []byte(null)); err != nil {
+		t.Fatalf("recording an op whose flow step is null: %v", err)
+	}
+	if _, err := ws.Op(ctx, "op-20260301T120000-aaaa"); err != nil {
+		t.Fatalf("the op whose flow step is null: %v", err)
+	}
+	got, err := flow.Show(ctx, ws, run.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := len(got.Steps[1].Attempts); n != 1 || got.Status != flow.RunFailed {
+		t.Fatalf("a null flow step left the run %s with %d attempts of step 2", got.Status, n)
+	}
 }
