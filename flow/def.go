@@ -5,8 +5,6 @@ import (
 	"crypto/sha256"
 	"errors"
 	"fmt"
-	"github.com/wtx-dev/wtx"
-	"github.com/wtx-dev/wtx/internal/flowlink"
 	"regexp"
 	"slices"
 	"strings"
@@ -14,6 +12,8 @@ import (
 
 	"github.com/pelletier/go-toml/v2"
 
+	"github.com/wtx-dev/wtx"
+	"github.com/wtx-dev/wtx/internal/flowlink"
 	"github.com/wtx-dev/wtx/internal/tree"
 )
 
@@ -197,6 +197,7 @@ func Parse(data []byte) (*Def, error) {
 	return &def, nil
 }
 
+// checkFlowStep checks step i of a definition and fills in its defaults.
 func checkFlowStep(s *Step, i int) error {
 	bad := func(format string, args ...any) error {
 		return errorf(wtx.CodeUsage, "flow file: step %d (%s): %s", i+1, s.Name, fmt.Sprintf(format, args...))
@@ -204,6 +205,28 @@ func checkFlowStep(s *Step, i int) error {
 	if !stepNameRE.MatchString(s.Name) {
 		return errorf(wtx.CodeUsage, "flow file: step %d: name %q: use 1-64 letters, digits, '.', '_' or '-'", i+1, s.Name)
 	}
+	if err := checkStepKind(s, i, bad); err != nil {
+		return err
+	}
+	switch s.OnSuccess {
+	case "":
+		s.OnSuccess = OnSuccessApply
+	case OnSuccessApply:
+	case OnSuccessReview, OnSuccessKeep:
+		if s.Kind != StepRun {
+			return bad("on_success = %q is for run steps", s.OnSuccess)
+		}
+	default:
+		return bad("on_success = %q; use apply, review or keep", s.OnSuccess)
+	}
+	if err := checkStepAllow(s, bad); err != nil {
+		return err
+	}
+	return checkStepOptions(s, bad)
+}
+
+// checkStepKind checks what step i does: its kind and what the kind needs.
+func checkStepKind(s *Step, i int, bad func(format string, args ...any) error) error {
 	switch s.Kind {
 	case StepRun, StepAgent:
 		if len(s.Command) == 0 || s.Command[0] == "" {
@@ -239,17 +262,12 @@ func checkFlowStep(s *Step, i int) error {
 	default:
 		return bad("kind = %q; use run, batch or agent", s.Kind)
 	}
-	switch s.OnSuccess {
-	case "":
-		s.OnSuccess = OnSuccessApply
-	case OnSuccessApply:
-	case OnSuccessReview, OnSuccessKeep:
-		if s.Kind != StepRun {
-			return bad("on_success = %q is for run steps", s.OnSuccess)
-		}
-	default:
-		return bad("on_success = %q; use apply, review or keep", s.OnSuccess)
-	}
+	return nil
+}
+
+// checkStepAllow checks an agent step's allowlist (and that no other step
+// has one), filling in its defaults.
+func checkStepAllow(s *Step, bad func(format string, args ...any) error) error {
 	if s.Kind == StepAgent {
 		if s.Allow == nil || len(s.Allow.Paths) == 0 {
 			return bad("an agent step needs [steps.allow] with paths = [selectors it may change]")
@@ -289,6 +307,12 @@ func checkFlowStep(s *Step, i int) error {
 	} else if s.Allow != nil {
 		return bad("allow belongs to agent steps")
 	}
+	return nil
+}
+
+// checkStepOptions checks the step's stage flags, timeout, output bound and
+// effects, filling in their defaults.
+func checkStepOptions(s *Step, bad func(format string, args ...any) error) error {
 	for _, sel := range [][]string{s.Exclude, s.Protect, s.Share} {
 		if _, err := tree.ParseSelectors(sel); err != nil {
 			return bad("%v", err)

@@ -2,9 +2,10 @@ package flow
 
 import (
 	"errors"
-	"github.com/wtx-dev/wtx"
 	"strings"
 	"testing"
+
+	"github.com/wtx-dev/wtx"
 )
 
 // The numbers of StepStatus are stored: they never change meaning.

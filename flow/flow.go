@@ -36,7 +36,8 @@ func Show(ctx context.Context, ws *wtx.Workspace, ref string) (*Run, error) {
 
 // Start starts a new run of def in ws and runs its steps in order until
 // one fails or stops for review, or all are done. The run keeps the bytes
-// def was parsed from.
+// def was parsed from and runs what they say: a Def changed after Parse
+// runs as parsed, and one Parse did not make is refused.
 func Start(ctx context.Context, ws *wtx.Workspace, def *Def, opts Options) (*Run, error) {
 	return newRunner(ws).start(ctx, def, opts)
 }

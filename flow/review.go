@@ -12,10 +12,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/wtx-dev/wtx"
 	"strings"
 	"time"
 
+	"github.com/wtx-dev/wtx"
 	"github.com/wtx-dev/wtx/internal/failpoint"
 	"github.com/wtx-dev/wtx/internal/quote"
 )
