@@ -151,7 +151,11 @@ func (w *Workspace) recordOp(ctx context.Context, rec opRecord) error {
 			return AsError(err)
 		}
 	}
-	err := w.db.Tx(ctx, func(tx *state.Txn) error {
+	record, err := noteRecorder(&rec)
+	if err != nil {
+		return err
+	}
+	err = w.db.Tx(ctx, func(tx *state.Txn) error {
 		if err := tx.InsertOp(ctx, rec.Op); err != nil {
 			return err
 		}
@@ -159,15 +163,11 @@ func (w *Workspace) recordOp(ctx context.Context, rec opRecord) error {
 			StageID: rec.Receipt.Tx, OpID: rec.Op.ID, Body: body, CreatedAt: rec.Receipt.CreatedAt}); err != nil {
 			return err
 		}
-		if rec.Step == nil {
+		if record == nil {
 			return nil
 		}
 		failpoint.Hit("flow:record-step")
-		row, err := rec.Step.row(rec.Op.CreatedAt)
-		if err != nil {
-			return err
-		}
-		return tx.PutFlowStep(ctx, row)
+		return record(ctx, tx, rec.Step, rec.Op.CreatedAt)
 	})
 	if err != nil {
 		return AsError(fmt.Errorf("record op %s: %w", rec.Op.ID, err))

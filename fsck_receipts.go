@@ -7,6 +7,7 @@ import (
 	"sort"
 
 	"github.com/wtx-dev/wtx/internal/failpoint"
+	"github.com/wtx-dev/wtx/internal/flowlink"
 	"github.com/wtx-dev/wtx/internal/state"
 	"github.com/wtx-dev/wtx/receipt"
 )
@@ -247,8 +248,11 @@ func (fk *fsck) flowRunProblem(db *state.DB, run state.FlowRun) string {
 	if err != nil {
 		return "its step records cannot be read: " + err.Error()
 	}
-	if _, err := assembleFlowRun(run, steps); err != nil {
-		return AsError(err).Message
+	if flowlink.CheckRun != nil {
+		// Set when package flow is linked in (the wtx command always is).
+		if err := flowlink.CheckRun(run, steps); err != nil {
+			return AsError(err).Message
+		}
 	}
 	for _, s := range steps {
 		if s.OpID == "" {

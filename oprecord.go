@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/wtx-dev/wtx/internal/failpoint"
 	"github.com/wtx-dev/wtx/internal/jsonname"
 	"github.com/wtx-dev/wtx/internal/state"
 	"github.com/wtx-dev/wtx/internal/tree"
@@ -21,9 +20,10 @@ import (
 type opRecord struct {
 	Op      state.Op `json:"op"`
 	Receipt Receipt  `json:"receipt"`
-	// Step, for the apply of a flow step, is the step's result: recordOp
-	// writes it in the op's transaction, so a recovered op records it too.
-	Step *flowStepRecord `json:"flow_step,omitempty"`
+	// Step is the op's Annotation (ApplyOptions.Annotate), as its recorder
+	// reads it: recordOp writes it in the op's transaction, so a recovered
+	// op records it too. Its field is named for the one kind there is.
+	Step json.RawMessage `json:"flow_step,omitempty"`
 	// Signed is the receipt as stored: its signed envelope, made before
 	// the journal is written, so that an op that commits always has its
 	// signed receipt (a journal written without it has it signed when
@@ -103,16 +103,10 @@ func (s *Stage) opRecord(opID string, cs *ChangeSet, opts ApplyOptions, res *App
 		Op:      state.Op{ID: opID, WorkspaceID: s.ws.id, StageID: s.ID(), Kind: "apply", State: "committed", Body: body, CreatedAt: now},
 		Receipt: r,
 	}
-	if fs := opts.flowStep; fs != nil && !failpoint.Disabled("flow-atomic") {
-		fs.Result.OpID, fs.Result.StageID = opID, s.ID()
-		fs.Result.Written = append([]string(nil), res.Written...)
-		fs.Result.ChangesetDigest, fs.Result.Counts, fs.Result.ResultDigest = cs.Digest, cs.Counts, r.ResultDigest
-		fs.Result.Receipts = append(fs.Result.Receipts, r.ID)
-		if len(fs.Result.NotTransactional) == 0 {
-			fs.Result.NotTransactional = r.NotTransactional
-		}
-		step := *fs
-		rec.Step = &step
+	op := AppliedOp{OpID: opID, Stage: s.ID(), Written: append([]string(nil), res.Written...), ChangesetDigest: cs.Digest,
+		Counts: cs.Counts, ResultDigest: r.ResultDigest, Receipt: r.ID, NotTransactional: r.NotTransactional}
+	if err := annotate(opts, op, rec); err != nil {
+		return nil, err
 	}
 	return rec, nil
 }

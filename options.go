@@ -125,8 +125,11 @@ type ApplyOptions struct {
 	// a flow's agent step.
 	actor *Actor
 
-	// flowStep, when set, is the flow step attempt this apply completes:
-	// its result travels in the op record and is recorded with the op, in
-	// the same transaction (W-001).
-	flowStep *flowStepRecord
+	// Annotate, when set, is called once the apply knows its op (its id,
+	// what it writes, its receipt), before it writes anything in the
+	// workspace; the Annotation it returns (nil: none) is recorded with the
+	// op, in the op's own transaction, by the recorder its kind names, also
+	// when a crash leaves the op to recovery. An error from it refuses the
+	// apply. Package flow records a step's result this way (W-001).
+	Annotate func(AppliedOp) (*Annotation, error)
 }

@@ -8,6 +8,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/wtx-dev/wtx"
+	"github.com/wtx-dev/wtx/flow"
 	"github.com/wtx-dev/wtx/receipt"
 )
 
@@ -489,10 +490,10 @@ func ListOf(ctx context.Context, ws *wtx.Workspace, settled bool) (List, error) 
 
 // Flow answers flow run, resume, show and abandon: the run as it stands.
 type Flow struct {
-	Run *wtx.FlowRun `json:"run"`
+	Run *flow.Run `json:"run"`
 }
 
 // FlowList answers flow list.
 type FlowList struct {
-	Runs []*wtx.FlowRun `json:"runs"`
+	Runs []*flow.Run `json:"runs"`
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/wtx-dev/wtx"
+	"github.com/wtx-dev/wtx/flow"
 	"github.com/wtx-dev/wtx/internal/answer"
 	"github.com/wtx-dev/wtx/internal/failpoint"
 	"github.com/wtx-dev/wtx/internal/quote"
@@ -67,11 +68,11 @@ stdout).`,
 }
 
 // flowProgress prints a line per step as it starts and ends.
-func (g *globals) flowProgress() func(wtx.StepState) {
+func (g *globals) flowProgress() func(flow.StepState) {
 	if g.json || g.quiet {
 		return nil
 	}
-	return func(s wtx.StepState) {
+	return func(s flow.StepState) {
 		line := fmt.Sprintf("wtx: step %d %s (%s): %s", s.Index, s.Name, s.Kind, s.Status)
 		if len(s.Attempts) == 1 && s.Attempts[0].Attempt > 1 {
 			line += fmt.Sprintf(" (attempt %d)", s.Attempts[0].Attempt)
@@ -82,10 +83,10 @@ func (g *globals) flowProgress() func(wtx.StepState) {
 
 // finishFlow answers a run that ran: the run as JSON or a summary, and an
 // exit status of 1 when it stopped on a failure or a decision.
-func (g *globals) finishFlow(command string, run *wtx.FlowRun) error {
+func (g *globals) finishFlow(command string, run *flow.Run) error {
 	withFlowCommands(run)
 	switch run.Status {
-	case wtx.FlowDone, wtx.FlowReview:
+	case flow.RunDone, flow.RunReview:
 	default:
 		one := 1
 		g.exitCode = &one
@@ -104,7 +105,7 @@ func (g *globals) finishFlow(command string, run *wtx.FlowRun) error {
 
 // withFlowCommands renders the command of each repair of run that the
 // library gave as data only (a stage to rebase, merge or drop).
-func withFlowCommands(run *wtx.FlowRun) {
+func withFlowCommands(run *flow.Run) {
 	for i, r := range run.Repairs {
 		if r.Command == "" {
 			run.Repairs[i].Command = repairCommand(r)
@@ -112,7 +113,7 @@ func withFlowCommands(run *wtx.FlowRun) {
 	}
 }
 
-func writeFlowSummary(w io.Writer, run *wtx.FlowRun) {
+func writeFlowSummary(w io.Writer, run *flow.Run) {
 	name := ""
 	if run.Name != "" {
 		name = " (" + run.Name + ")"
@@ -123,7 +124,7 @@ func writeFlowSummary(w io.Writer, run *wtx.FlowRun) {
 	}
 }
 
-func stepLine(s wtx.StepState) string {
+func stepLine(s flow.StepState) string {
 	line := fmt.Sprintf("  %d. %-16s %-5s  %s", s.Index, s.Name, s.Kind, s.Status)
 	if len(s.Attempts) == 0 {
 		return line
@@ -141,7 +142,7 @@ func stepLine(s wtx.StepState) string {
 		}
 		if r.OpID != "" {
 			line += "  " + r.OpID
-		} else if a.Status == wtx.StepReview || a.Status == wtx.StepStaged {
+		} else if a.Status == flow.StepReview || a.Status == flow.StepStaged {
 			line += "  stage " + r.StageID
 		}
 		if r.Counts.Added+r.Counts.Modified+r.Counts.Deleted > 0 {
@@ -179,7 +180,8 @@ stopped on a failure or for a decision.`,
 			if err != nil {
 				return &wtx.Error{Code: wtx.CodeUsage, Message: fmt.Sprintf("flow file %s: %v", quote.Path(args[0]), err)}
 			}
-			if _, err := wtx.ParseFlow(data); err != nil {
+			def, err := flow.Parse(data)
+			if err != nil {
 				e := wtx.AsError(err)
 				out := *e
 				out.Message = strings.Replace(e.Message, "flow file", "flow file "+quote.Path(args[0]), 1)
@@ -190,7 +192,7 @@ stopped on a failure or for a decision.`,
 				return err
 			}
 			defer ws.Close()
-			run, err := ws.StartFlow(ctx, data, wtx.FlowOptions{Name: name, Env: os.Environ(), Progress: g.flowProgress()})
+			run, err := flow.Start(ctx, ws, def, flow.Options{Name: name, Env: os.Environ(), Progress: g.flowProgress()})
 			if err != nil {
 				return err
 			}
@@ -227,7 +229,7 @@ exactly what the step left (refusal.changed-since-review otherwise).`,
 				return err
 			}
 			defer ws.Close()
-			run, err := ws.ResumeFlow(ctx, args[0], wtx.FlowOptions{Env: os.Environ(), Retry: retry, Skip: skip, Progress: g.flowProgress()})
+			run, err := flow.Resume(ctx, ws, args[0], flow.Options{Env: os.Environ(), Retry: retry, Skip: skip, Progress: g.flowProgress()})
 			if err != nil {
 				return err
 			}
@@ -261,7 +263,7 @@ touched: not even an interrupted apply is recovered.`,
 				return err
 			}
 			defer ws.Close()
-			run, err := ws.FlowRun(ctx, args[0])
+			run, err := flow.Show(ctx, ws, args[0])
 			if err != nil {
 				return err
 			}
@@ -278,7 +280,7 @@ touched: not even an interrupted apply is recovered.`,
 
 // writeFlowShow renders a run's recorded results, and the diff of each
 // op its steps applied. It reads the state root only.
-func writeFlowShow(ctx context.Context, g *globals, ws *wtx.Workspace, run *wtx.FlowRun, diffs bool) error {
+func writeFlowShow(ctx context.Context, g *globals, ws *wtx.Workspace, run *flow.Run, diffs bool) error {
 	w := g.io.Out
 	name := ""
 	if run.Name != "" {
@@ -346,7 +348,7 @@ func writeFlowShow(ctx context.Context, g *globals, ws *wtx.Workspace, run *wtx.
 			if r.Error != nil {
 				fmt.Fprintf(w, "    error:     %s: %s\n", r.Error.Code, quote.Text(r.Error.Message))
 			}
-			if diffs && r.OpID != "" && a.Status == wtx.StepDone {
+			if diffs && r.OpID != "" && a.Status == flow.StepDone {
 				op, err := ws.Op(ctx, r.OpID)
 				if err != nil {
 					fmt.Fprintf(w, "    diff:      unavailable (%s)\n", quote.Text(wtx.AsError(err).Message))
@@ -358,7 +360,7 @@ func writeFlowShow(ctx context.Context, g *globals, ws *wtx.Workspace, run *wtx.
 			}
 		}
 	}
-	if len(run.Repairs) > 0 && run.Status != wtx.FlowDone {
+	if len(run.Repairs) > 0 && run.Status != flow.RunDone {
 		fmt.Fprintln(w)
 		for _, r := range run.Repairs {
 			fmt.Fprintf(w, "%s: %s\n", quote.Text(r.Detail), quote.Text(r.Command))
@@ -396,7 +398,7 @@ func newFlowListCommand(g *globals) *cobra.Command {
 				return err
 			}
 			defer ws.Close()
-			runs, err := ws.FlowRuns(ctx)
+			runs, err := flow.Runs(ctx, ws)
 			if err != nil {
 				return err
 			}
@@ -406,7 +408,7 @@ func newFlowListCommand(g *globals) *cobra.Command {
 			for _, r := range runs {
 				done := 0
 				for _, s := range r.Steps {
-					if s.Status == wtx.StepDone.String() || s.Status == wtx.StepSkipped.String() || s.Status == wtx.StepStaged.String() {
+					if s.Status == flow.StepDone.String() || s.Status == flow.StepSkipped.String() || s.Status == flow.StepStaged.String() {
 						done++
 					}
 				}
@@ -440,7 +442,7 @@ nothing is done (refusal.changed-since-review) until you apply or drop it.`,
 				return err
 			}
 			defer ws.Close()
-			run, err := ws.AbandonFlow(ctx, args[0])
+			run, err := flow.Abandon(ctx, ws, args[0])
 			if err != nil {
 				return err
 			}
@@ -476,7 +478,7 @@ against the current workspace. RUN itself is left as it is.`,
 				return err
 			}
 			defer ws.Close()
-			run, err := ws.ForkFlow(ctx, args[0], at, wtx.FlowOptions{Name: name, Env: os.Environ(), Progress: g.flowProgress()})
+			run, err := flow.Fork(ctx, ws, args[0], at, flow.Options{Name: name, Env: os.Environ(), Progress: g.flowProgress()})
 			if err != nil {
 				return err
 			}

@@ -52,8 +52,8 @@ var Allowlist = []Allowed{
 	// wtx's own directories beneath the state root (private to its owner,
 	// checked so before use), which no command has run in yet or which the
 	// command cannot reach (the state root is hidden from it).
-	{Path: "flow.go", Func: "Workspace.lockFlowRun", Why: "the flow run's lock file in the workspace's state directory, hidden from commands"},
-	{Path: "flow.go", Func: "Workspace.flowRunLive", Calls: []string{"os.Open"}, Why: "the flow run's lock file, only read"},
+	{Path: "flow/run.go", Func: "runner.lockFlowRun", Why: "the flow run's lock file in the workspace's state directory, hidden from commands"},
+	{Path: "flow/run.go", Func: "runner.flowRunLive", Calls: []string{"os.Open"}, Why: "the flow run's lock file, only read"},
 	{Path: "fsck.go", Why: "wtx fsck walks the state root it checked private first, never following a link (WalkDir, Lstat before chmod), and sets damage aside within it; commands never see the state root"},
 	{Path: "internal/stage/confine_linux.go", Func: "hideState", Why: "binds the state root read-only over itself in the command's namespace before it starts, then the copy view writable again from a descriptor"},
 	{Path: "internal/stage/confine_linux.go", Func: "hideKeys", Why: "mounts over the receipt key directory in the command's namespace before it starts, opened O_PATH|O_NOFOLLOW"},

@@ -1,4 +1,4 @@
-package wtx
+package flow
 
 // A stage a flow step kept for review holds the command's output and,
 // once a person looked at it, maybe their own edits (per-file ops, a run
@@ -15,36 +15,37 @@ import (
 	"strings"
 	"time"
 
+	"github.com/wtx-dev/wtx"
 	"github.com/wtx-dev/wtx/internal/failpoint"
 	"github.com/wtx-dev/wtx/internal/quote"
 )
 
 // reviewRepairs are the repairs of a refused apply that a person can take
 // on a kept stage before a resume applies it again, as a flow words them.
-var reviewRepairs = map[RepairAction]string{
-	RepairRebase:      "carry the step's change, with any edits in it, onto the workspace's current content, then resume",
-	RepairRebaseMerge: "merge the drifted files three-way (the step's change and the workspace's both land), then resume",
-	RepairApprove:     "apply it yourself with its protected paths approved; a resume then records the step done",
-	RepairReview:      "look at the step's change",
+var reviewRepairs = map[wtx.RepairAction]string{
+	wtx.RepairRebase:      "carry the step's change, with any edits in it, onto the workspace's current content, then resume",
+	wtx.RepairRebaseMerge: "merge the drifted files three-way (the step's change and the workspace's both land), then resume",
+	wtx.RepairApprove:     "apply it yourself with its protected paths approved; a resume then records the step done",
+	wtx.RepairReview:      "look at the step's change",
 }
 
 // keepReviewed records that a resume's apply of a stage kept for review
 // failed with err: the attempt stays in review, with the refusal and the
 // repairs it offered; the stage stays open.
-func (w *Workspace) keepReviewed(ctx context.Context, run string, n, attempt int, res *StepResult, created time.Time, err error, progress func(StepStatus)) error {
+func (w *runner) keepReviewed(ctx context.Context, run string, n, attempt int, res *StepResult, created time.Time, err error, progress func(StepStatus)) error {
 	if errors.Is(err, context.Canceled) {
 		// Interrupted: the apply rolled back, and the attempt stays in
 		// review as it was.
 		return err
 	}
 	ctx = context.WithoutCancel(ctx)
-	e := AsError(err)
-	res.Error = &Refusal{Code: e.Code, Message: e.Message}
+	e := wtx.AsError(err)
+	res.Error = &wtx.Refusal{Code: e.Code, Message: e.Message}
 	res.Repairs = nil
 	for _, r := range e.Repairs {
 		if d, ok := reviewRepairs[r.Action]; ok && (r.Stage == res.StageID || r.Stage == "") {
 			// Paths can be many; the stage's own status names them.
-			res.Repairs = append(res.Repairs, Repair{Action: r.Action, Class: r.Class, Detail: d, Stage: res.StageID})
+			res.Repairs = append(res.Repairs, wtx.Repair{Action: r.Action, Class: r.Class, Detail: d, Stage: res.StageID})
 		}
 	}
 	if perr := w.putStep(ctx, run, n, attempt, StepReview, res, created); perr != nil {
@@ -57,34 +58,34 @@ func (w *Workspace) keepReviewed(ctx context.Context, run string, n, attempt int
 // refusedReviewRepairs are the ways on from a stage kept for review whose
 // apply was refused: what the refusal offered, then looking at it and
 // dropping it (a resume then runs the step again).
-func refusedReviewRepairs(a *StepAttempt) []Repair {
-	out := []Repair{}
+func refusedReviewRepairs(a *StepAttempt) []wtx.Repair {
+	out := []wtx.Repair{}
 	review := false
 	for _, r := range a.Result.Repairs {
 		out = append(out, r)
-		review = review || r.Action == RepairReview
+		review = review || r.Action == wtx.RepairReview
 	}
 	if !review {
-		out = append(out, Repair{Action: RepairReview, Detail: "look at the step's change", Stage: a.StageID})
+		out = append(out, wtx.Repair{Action: wtx.RepairReview, Detail: "look at the step's change", Stage: a.StageID})
 	}
-	return append(out, Repair{Action: RepairRestage, Detail: "drop it, the step's change and any edits in it; a resume then runs the step again", Stage: a.StageID})
+	return append(out, wtx.Repair{Action: wtx.RepairRestage, Detail: "drop it, the step's change and any edits in it; a resume then runs the step again", Stage: a.StageID})
 }
 
 // checkReviewUntouched refuses action (skipping a step, abandoning a run)
 // when the stage that step n's attempt a kept for review is open and holds
 // other changes than the step left there, or when that cannot be told.
-func (w *Workspace) checkReviewUntouched(ctx context.Context, run *FlowRun, n int, a *StepAttempt, action string) error {
+func (w *runner) checkReviewUntouched(ctx context.Context, run *Run, n int, a *StepAttempt, action string) error {
 	if failpoint.Disabled("flow-keep-reviewed") || a.StageID == "" {
 		return nil
 	}
-	st, err := w.Stage(ctx, a.StageID)
+	st, err := w.ws.Stage(ctx, a.StageID)
 	if err != nil {
-		if AsError(err).Code == CodeStageNotFound {
+		if wtx.AsError(err).Code == wtx.CodeStageNotFound {
 			return nil
 		}
 		return err
 	}
-	if st.State() != StateOpen {
+	if st.State() != wtx.StateOpen {
 		return nil
 	}
 	cs, err := st.Changes(ctx, nil)
@@ -94,17 +95,17 @@ func (w *Workspace) checkReviewUntouched(ctx context.Context, run *FlowRun, n in
 	if a.Result != nil && a.Result.ChangesetDigest != "" && cs.Digest == a.Result.ChangesetDigest {
 		return nil
 	}
-	return &Error{Code: CodeChangedSinceReview,
+	return &wtx.Error{Code: wtx.CodeChangedSinceReview,
 		Message: fmt.Sprintf("step %s of %s kept stage %s for review, and it holds changes made since (%d changed path(s) now, first %s); %s would drop them: nothing was done",
 			quote.Text(run.Steps[n].Name), run.ID, st.ID(), len(cs.Changes), firstChangedPath(cs), action),
-		Repairs: []Repair{
-			{Action: RepairReview, Detail: "look at what the stage holds", Stage: st.ID()},
-			{Action: RepairRestage, Detail: "drop it yourself if its changes are not wanted, then do this again", Stage: st.ID()},
+		Repairs: []wtx.Repair{
+			{Action: wtx.RepairReview, Detail: "look at what the stage holds", Stage: st.ID()},
+			{Action: wtx.RepairRestage, Detail: "drop it yourself if its changes are not wanted, then do this again", Stage: st.ID()},
 		}}
 }
 
 // firstChangedPath names the first path of cs for a message.
-func firstChangedPath(cs *ChangeSet) string {
+func firstChangedPath(cs *wtx.ChangeSet) string {
 	if len(cs.Changes) == 0 {
 		return "none"
 	}
@@ -118,7 +119,7 @@ func firstChangedPath(cs *ChangeSet) string {
 // it since (a person's edits, an agent's write, a rebase) was approved by
 // no one yet: a person applies it with approval, and a resume then records
 // the step done.
-func (s *Stage) reviewedApproval(ctx context.Context, step *FlowStep, res *StepResult) (bool, error) {
+func reviewedApproval(ctx context.Context, s *wtx.Stage, step *Step, res *StepResult) (bool, error) {
 	if !step.Approve || failpoint.Disabled("flow-review-approve") {
 		return step.Approve, nil
 	}
@@ -134,7 +135,7 @@ func (s *Stage) reviewedApproval(ctx context.Context, step *FlowStep, res *StepR
 // exactly what the step left: checked under the stage's locks, and refused
 // while a command runs in it, so that no edit lands between the check and
 // the drop. A person's command running in it is a review under way.
-func (w *Workspace) dropReviewed(ctx context.Context, run *FlowRun, n int, a *StepAttempt, action string) error {
+func (w *runner) dropReviewed(ctx context.Context, run *Run, n int, a *StepAttempt, action string) error {
 	if failpoint.Disabled("flow-review-race") {
 		// Negative control: checked first, then dropped once whatever runs
 		// in it has ended, edits made meanwhile and all.
@@ -147,25 +148,25 @@ func (w *Workspace) dropReviewed(ctx context.Context, run *FlowRun, n int, a *St
 	if ref == "" {
 		ref = stepStageName(run.ID, n, a.Attempt)
 	}
-	st, err := w.Stage(ctx, ref)
+	st, err := w.ws.Stage(ctx, ref)
 	if err != nil {
-		if AsError(err).Code == CodeStageNotFound {
+		if wtx.AsError(err).Code == wtx.CodeStageNotFound {
 			return nil
 		}
 		return err
 	}
-	if err := w.authorize(ActionDrop, false); err != nil {
+	if err := link().AuthorizeDrop(w.ws); err != nil {
 		return err
 	}
-	return st.dropChecked(ctx, func() error { return w.checkReviewUntouched(ctx, run, n, a, action) })
+	return link().DropChecked(ctx, st, func() error { return w.checkReviewUntouched(ctx, run, n, a, action) })
 }
 
 // checkFlowOnly refuses to drop st, the stage an interrupted attempt of
 // step n of run left, when it holds an op the run did not make: a
 // person's (or an agent's) edit made after the kill, which a resume would
 // drop to run the step again (T-008). Every op the run makes names its
-// attempt (TxOp.Flow).
-func checkFlowOnly(ctx context.Context, run *FlowRun, n int, st *Stage) error {
+// attempt (wtx.TxOp.Flow).
+func checkFlowOnly(ctx context.Context, run *Run, n int, st *wtx.Stage) error {
 	if failpoint.Disabled("flow-keep-edited") {
 		return nil
 	}
@@ -173,12 +174,12 @@ func checkFlowOnly(ctx context.Context, run *FlowRun, n int, st *Stage) error {
 	if err != nil || op == nil {
 		return err
 	}
-	return &Error{Code: CodeChangedSinceReview,
+	return &wtx.Error{Code: wtx.CodeChangedSinceReview,
 		Message: fmt.Sprintf("step %s of %s was interrupted, and its stage %s holds op %d (%s) that the run did not make; resuming would drop it to run the step again: nothing was done",
 			quote.Text(run.Steps[n].Name), run.ID, st.ID(), op.Seq, op.Kind),
-		Repairs: []Repair{
-			{Action: RepairReview, Detail: "look at what the stage holds", Stage: st.ID()},
-			{Action: RepairRestage, Detail: "drop it yourself if its changes are not wanted, then resume", Stage: st.ID()},
+		Repairs: []wtx.Repair{
+			{Action: wtx.RepairReview, Detail: "look at what the stage holds", Stage: st.ID()},
+			{Action: wtx.RepairRestage, Detail: "drop it yourself if its changes are not wanted, then resume", Stage: st.ID()},
 		}}
 }
 
@@ -187,7 +188,7 @@ func checkFlowOnly(ctx context.Context, run *FlowRun, n int, st *Stage) error {
 // did not make: written into by someone else (a person, an agent), it
 // would land as part of step n, under the step's approval and nobody's
 // review.
-func checkLineageOwn(ctx context.Context, run *FlowRun, n int, from *Stage) error {
+func checkLineageOwn(ctx context.Context, run *Run, n int, from *wtx.Stage) error {
 	if failpoint.Disabled("flow-lineage-own") {
 		return nil
 	}
@@ -195,17 +196,17 @@ func checkLineageOwn(ctx context.Context, run *FlowRun, n int, from *Stage) erro
 	if err != nil || op == nil {
 		return err
 	}
-	return &Error{Code: CodeChangedSinceReview,
+	return &wtx.Error{Code: wtx.CodeChangedSinceReview,
 		Message: fmt.Sprintf("stage %s, which keeps fork %s's state for step %s, holds op %d (%s) that the run did not make; it would land as part of the step: the step does not run",
 			from.ID(), run.ID, quote.Text(run.Steps[n].Name), op.Seq, op.Kind),
-		Repairs: []Repair{
-			{Action: RepairReview, Detail: "look at what the stage holds", Stage: from.ID()},
+		Repairs: []wtx.Repair{
+			{Action: wtx.RepairReview, Detail: "look at what the stage holds", Stage: from.ID()},
 			{Action: "drop-op", Detail: fmt.Sprintf("take op %d and those after it out of the stage, then resume", op.Seq), Stage: from.ID()},
 		}}
 }
 
 // foreignOp is the first op of st that run did not make, or nil.
-func foreignOp(ctx context.Context, run *FlowRun, st *Stage) (*TxOp, error) {
+func foreignOp(ctx context.Context, run *Run, st *wtx.Stage) (*wtx.TxOp, error) {
 	ops, err := st.TxOps(ctx)
 	if err != nil {
 		return nil, err

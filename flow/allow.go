@@ -1,4 +1,4 @@
-package wtx
+package flow
 
 import (
 	"bytes"
@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/wtx-dev/wtx"
 	"github.com/wtx-dev/wtx/internal/failpoint"
 	"github.com/wtx-dev/wtx/internal/quote"
 	"github.com/wtx-dev/wtx/internal/tree"
@@ -20,16 +21,11 @@ import (
 // checkEditSize refuses, before it is staged, an edit of an agent's
 // proposal whose result would be larger than max bytes: the result is
 // never built.
-func (s *Stage) checkEditSize(ctx context.Context, it BatchItem, max int64) error {
+func checkEditSize(ctx context.Context, s *wtx.Stage, it wtx.BatchItem, max int64) error {
 	if it.Command != "edit" || it.New == nil || failpoint.Disabled("proposal-landed") {
 		return nil
 	}
-	v, err := s.view(ctx)
-	if err != nil {
-		return err
-	}
-	defer v.Close()
-	_, data, err := stagedFile(v, it.Path)
+	data, err := link().StagedFile(ctx, s, it.Path)
 	if err != nil || data == nil {
 		return err // a missing file fails the edit itself
 	}
@@ -38,8 +34,8 @@ func (s *Stage) checkEditSize(ctx context.Context, it BatchItem, max int64) erro
 		n = min(n, 1)
 	}
 	if size := int64(len(data)) + n*(int64(len(*it.New))-int64(len(it.Old))); size > max {
-		return &Error{Code: CodeProposalRefused,
-			Conflicts: []Conflict{{Path: it.Path, Kind: "too-large", Detail: fmt.Sprintf("the edit makes it %d bytes, at most %d", size, max)}},
+		return &wtx.Error{Code: wtx.CodeProposalRefused,
+			Conflicts: []wtx.Conflict{{Path: it.Path, Kind: "too-large", Detail: fmt.Sprintf("the edit makes it %d bytes, at most %d", size, max)}},
 			Message:   fmt.Sprintf("the edit makes %s %d bytes, more than the step's allow.max_bytes (%d); nothing was applied", quote.Path(it.Path), size, max)}
 	}
 	return nil
@@ -50,7 +46,7 @@ func (s *Stage) checkEditSize(ctx context.Context, it BatchItem, max int64) erro
 // before the proposal ran) matches allow.paths (a directory above one that
 // does counts as matching), no file it leaves is larger than
 // allow.max_bytes, and it changed at most allow.max_ops files.
-func checkLanded(step *FlowStep, before, after *ChangeSet) error {
+func checkLanded(step *Step, before, after *wtx.ChangeSet) error {
 	if failpoint.Disabled("proposal-landed") || step.Allow == nil {
 		return nil
 	}
@@ -58,7 +54,7 @@ func checkLanded(step *FlowStep, before, after *ChangeSet) error {
 	sels, _ := tree.ParseSelectors(allow.Paths) // checked with the definition
 	landed := landedChanges(before, after)
 	var files []string
-	var conflicts []Conflict
+	var conflicts []wtx.Conflict
 	for _, c := range landed {
 		e := c.New
 		if e == nil {
@@ -66,25 +62,25 @@ func checkLanded(step *FlowStep, before, after *ChangeSet) error {
 		}
 		if e != nil && e.Type == tree.Dir {
 			if !sels.Match(c.Path) && !parentOfMatch(c.Path, landed, sels) {
-				conflicts = append(conflicts, Conflict{Path: c.Path, Kind: "path-not-allowed", Detail: "a directory the proposal changed"})
+				conflicts = append(conflicts, wtx.Conflict{Path: c.Path, Kind: "path-not-allowed", Detail: "a directory the proposal changed"})
 			}
 			continue
 		}
 		files = append(files, c.Path)
 		if !sels.Match(c.Path) {
-			conflicts = append(conflicts, Conflict{Path: c.Path, Kind: "path-not-allowed", Detail: "a path the proposal changed"})
+			conflicts = append(conflicts, wtx.Conflict{Path: c.Path, Kind: "path-not-allowed", Detail: "a path the proposal changed"})
 		}
 		if c.New != nil && c.New.Type == tree.File && c.New.Size > allow.MaxBytes {
-			conflicts = append(conflicts, Conflict{Path: c.Path, Kind: "too-large", Detail: fmt.Sprintf("it lands as %d bytes, at most %d", c.New.Size, allow.MaxBytes)})
+			conflicts = append(conflicts, wtx.Conflict{Path: c.Path, Kind: "too-large", Detail: fmt.Sprintf("it lands as %d bytes, at most %d", c.New.Size, allow.MaxBytes)})
 		}
 	}
 	if len(files) > allow.MaxOps {
-		conflicts = append(conflicts, Conflict{Kind: "too-many-files", Detail: fmt.Sprintf("%d files changed, at most %d", len(files), allow.MaxOps)})
+		conflicts = append(conflicts, wtx.Conflict{Kind: "too-many-files", Detail: fmt.Sprintf("%d files changed, at most %d", len(files), allow.MaxOps)})
 	}
 	if len(conflicts) == 0 {
 		return nil
 	}
-	return &Error{Code: CodeProposalRefused, Conflicts: conflicts,
+	return &wtx.Error{Code: wtx.CodeProposalRefused, Conflicts: conflicts,
 		Message: fmt.Sprintf("agent step %s: what the proposal lands leaves the step's allowlist in %d way(s); first: %s (%s: %s); nothing was applied",
 			step.Name, len(conflicts), quote.Path(conflicts[0].Path), conflicts[0].Kind, conflicts[0].Detail)}
 }
@@ -92,15 +88,15 @@ func checkLanded(step *FlowStep, before, after *ChangeSet) error {
 // landedChanges are the changes of after that before did not hold as they
 // are now, and the changes of before that after no longer holds (a path
 // set back to its base is written too).
-func landedChanges(before, after *ChangeSet) []tree.Change {
+func landedChanges(before, after *wtx.ChangeSet) []tree.Change {
 	was := map[string]*tree.Entry{}
 	if before != nil {
-		for i := range before.all {
-			was[before.all[i].Path] = before.all[i].New
+		for _, c := range link().AllChanges(before) {
+			was[c.Path] = c.New
 		}
 	}
 	var out []tree.Change
-	for _, c := range after.all {
+	for _, c := range link().AllChanges(after) {
 		old, ok := was[c.Path]
 		delete(was, c.Path)
 		if !ok || !sameEntry(old, c.New) {
@@ -133,10 +129,10 @@ func parentOfMatch(dir string, landed []tree.Change, sels tree.Selectors) bool {
 
 // agentProtected says of an agent step's apply refused for protected paths
 // that no approval helps: a person writes them.
-func agentProtected(step *FlowStep, e *Error) *Error {
-	var prot []Conflict
+func agentProtected(step *Step, e *wtx.Error) *wtx.Error {
+	var prot []wtx.Conflict
 	for _, c := range e.Conflicts {
-		if c.Class() == ClassProtected {
+		if c.Class() == wtx.ClassProtected {
 			prot = append(prot, c)
 		}
 	}
@@ -144,7 +140,7 @@ func agentProtected(step *FlowStep, e *Error) *Error {
 	if len(prot) > 0 {
 		first = fmt.Sprintf("; first: %s (%s)", quote.Path(prot[0].Path), prot[0].Detail)
 	}
-	return &Error{Code: e.Code, Conflicts: e.Conflicts, Err: e,
+	return &wtx.Error{Code: e.Code, Conflicts: e.Conflicts, Err: e,
 		Message: fmt.Sprintf("agent step %s: its proposal writes %d protected path(s)%s; an agent step never writes a protected path, approved or not: a person does; nothing was applied", step.Name, len(prot), first),
-		Repairs: []Repair{{Action: RepairPerson, Detail: "a person makes the change to the protected paths"}}}
+		Repairs: []wtx.Repair{{Action: wtx.RepairPerson, Detail: "a person makes the change to the protected paths"}}}
 }

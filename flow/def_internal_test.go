@@ -1,9 +1,11 @@
-package wtx
+package flow
 
 import (
 	"errors"
 	"strings"
 	"testing"
+
+	"github.com/wtx-dev/wtx"
 )
 
 // The numbers of StepStatus are stored: they never change meaning.
@@ -21,7 +23,7 @@ func TestStepStatusPersistedNumbers(t *testing.T) {
 
 func TestParseFlowRefuses(t *testing.T) {
 	ok := "version = 1\n[[steps]]\nname = \"a\"\nkind = \"run\"\ncommand = [\"true\"]\n"
-	if _, err := ParseFlow([]byte(ok)); err != nil {
+	if _, err := Parse([]byte(ok)); err != nil {
 		t.Fatalf("a minimal flow: %v", err)
 	}
 	cases := map[string]string{
@@ -40,8 +42,8 @@ func TestParseFlowRefuses(t *testing.T) {
 		"not toml":         "version = = 1",
 	}
 	for name, src := range cases {
-		_, err := ParseFlow([]byte(src))
-		if !errors.Is(err, ErrUsage) {
+		_, err := Parse([]byte(src))
+		if !errors.Is(err, wtx.ErrUsage) {
 			t.Errorf("%s: got %v, want a usage error", name, err)
 		}
 	}
@@ -50,13 +52,13 @@ func TestParseFlowRefuses(t *testing.T) {
 func TestIdempotentDefault(t *testing.T) {
 	yes, no := true, false
 	for _, c := range []struct {
-		s    FlowStep
+		s    Step
 		want bool
 	}{
-		{FlowStep{}, true},
-		{FlowStep{Effects: []string{"network"}}, false},
-		{FlowStep{Effects: []string{"network"}, Idempotent: &yes}, true},
-		{FlowStep{Idempotent: &no}, false},
+		{Step{}, true},
+		{Step{Effects: []string{"network"}}, false},
+		{Step{Effects: []string{"network"}, Idempotent: &yes}, true},
+		{Step{Idempotent: &no}, false},
 	} {
 		if got := c.s.IsIdempotent(); got != c.want {
 			t.Errorf("%+v: idempotent %v, want %v", c.s, got, c.want)

@@ -1,4 +1,4 @@
-package wtx
+package flow
 
 import (
 	"bytes"
@@ -12,6 +12,8 @@ import (
 
 	"github.com/pelletier/go-toml/v2"
 
+	"github.com/wtx-dev/wtx"
+	"github.com/wtx-dev/wtx/internal/flowlink"
 	"github.com/wtx-dev/wtx/internal/tree"
 )
 
@@ -63,28 +65,30 @@ const (
 	maxFlowFile = 4 << 20
 )
 
-// FlowDef is a parsed flow definition. Digest is the digest of the bytes it
+// Def is a parsed flow definition. Digest is the digest of the bytes it
 // was parsed from; a run keeps those bytes.
-type FlowDef struct {
-	Version int        `toml:"version"`
-	Name    string     `toml:"name"`
-	Steps   []FlowStep `toml:"steps"`
+type Def struct {
+	Version int    `toml:"version"`
+	Name    string `toml:"name"`
+	Steps   []Step `toml:"steps"`
 	// Digest is "sha256:…" of the definition's bytes.
 	Digest string `toml:"-"`
+
+	src []byte // the bytes it was parsed from: what a run keeps
 }
 
-// FlowStep is one step of a flow definition.
-type FlowStep struct {
+// Step is one step of a flow definition.
+type Step struct {
 	Name    string   `toml:"name"`
 	Kind    StepKind `toml:"kind"`
 	Command []string `toml:"command"`
 	// OnSuccess (run steps): apply (default), review or keep.
 	OnSuccess OnSuccess `toml:"on_success"`
 	// Ops (batch steps) are the per-file ops, unless From is "previous".
-	Ops  []FlowOp `toml:"ops"`
-	From string   `toml:"from"`
+	Ops  []BatchOp `toml:"ops"`
+	From string    `toml:"from"`
 	// Allow (agent steps) bounds what a proposal may do.
-	Allow *FlowAllow `toml:"allow"`
+	Allow *Allow `toml:"allow"`
 	// Stage flags.
 	Exclude   []string `toml:"exclude"`
 	Protect   []string `toml:"protect"`
@@ -105,8 +109,8 @@ type FlowStep struct {
 	timeout time.Duration
 }
 
-// FlowOp is one per-file op of a batch step, as in the batch language.
-type FlowOp struct {
+// BatchOp is one per-file op of a batch step, as in the batch language.
+type BatchOp struct {
 	Command    string  `toml:"command"`
 	Path       string  `toml:"path"`
 	PathB64    string  `toml:"path_b64"`
@@ -120,9 +124,9 @@ type FlowOp struct {
 	ExpectHash string  `toml:"expect_hash"`
 }
 
-// FlowAllow is an agent step's allowlist: the selectors a proposed op's
+// Allow is an agent step's allowlist: the selectors a proposed op's
 // path must match, the op kinds it may use, and size limits.
-type FlowAllow struct {
+type Allow struct {
 	Paths    []string `toml:"paths"`
 	Ops      []string `toml:"ops"`
 	MaxBytes int64    `toml:"max_bytes"`
@@ -132,7 +136,7 @@ type FlowAllow struct {
 // IsIdempotent says whether the step may run again after an interruption
 // that left no result: yes unless it says no, or declares external effects
 // without saying yes.
-func (s *FlowStep) IsIdempotent() bool {
+func (s *Step) IsIdempotent() bool {
 	if s.Idempotent != nil {
 		return *s.Idempotent
 	}
@@ -140,21 +144,21 @@ func (s *FlowStep) IsIdempotent() bool {
 }
 
 // TimeoutDuration is the step's parsed timeout (0: none).
-func (s *FlowStep) TimeoutDuration() time.Duration { return s.timeout }
+func (s *Step) TimeoutDuration() time.Duration { return s.timeout }
 
 var stepNameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`)
 
-// ParseFlow parses and checks a flow definition: TOML, every key known,
+// Parse parses and checks a flow definition: TOML, every key known,
 // every step complete and consistent. Nothing about the workspace is looked
 // at; everything that can be checked without it is checked before a run
 // starts.
-func ParseFlow(data []byte) (*FlowDef, error) {
+func Parse(data []byte) (*Def, error) {
 	if len(data) > maxFlowFile {
-		return nil, errorf(CodeUsage, "flow file: %d bytes, more than the %d a flow file may have", len(data), maxFlowFile)
+		return nil, errorf(wtx.CodeUsage, "flow file: %d bytes, more than the %d a flow file may have", len(data), maxFlowFile)
 	}
 	dec := toml.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
-	var def FlowDef
+	var def Def
 	if err := dec.Decode(&def); err != nil {
 		var de *toml.DecodeError
 		var se *toml.StrictMissingError
@@ -165,18 +169,18 @@ func ParseFlow(data []byte) (*FlowDef, error) {
 				row, col := e.Position()
 				keys = append(keys, fmt.Sprintf("%d:%d: %s", row, col, strings.Join(e.Key(), ".")))
 			}
-			return nil, errorf(CodeUsage, "flow file: unknown key(s): %s", strings.Join(keys, "; "))
+			return nil, errorf(wtx.CodeUsage, "flow file: unknown key(s): %s", strings.Join(keys, "; "))
 		case errors.As(err, &de):
 			row, col := de.Position()
-			return nil, errorf(CodeUsage, "flow file:%d:%d: %s", row, col, de.Error())
+			return nil, errorf(wtx.CodeUsage, "flow file:%d:%d: %s", row, col, de.Error())
 		}
-		return nil, errorf(CodeUsage, "flow file: %v", err)
+		return nil, errorf(wtx.CodeUsage, "flow file: %v", err)
 	}
 	if def.Version != 1 {
-		return nil, errorf(CodeUsage, "flow file: version = %d; this wtx reads version = 1", def.Version)
+		return nil, errorf(wtx.CodeUsage, "flow file: version = %d; this wtx reads version = 1", def.Version)
 	}
 	if len(def.Steps) == 0 {
-		return nil, errorf(CodeUsage, "flow file: no [[steps]]")
+		return nil, errorf(wtx.CodeUsage, "flow file: no [[steps]]")
 	}
 	seen := map[string]bool{}
 	for i := range def.Steps {
@@ -184,21 +188,45 @@ func ParseFlow(data []byte) (*FlowDef, error) {
 			return nil, err
 		}
 		if seen[def.Steps[i].Name] {
-			return nil, errorf(CodeUsage, "flow file: step %d: the name %q is taken by an earlier step", i+1, def.Steps[i].Name)
+			return nil, errorf(wtx.CodeUsage, "flow file: step %d: the name %q is taken by an earlier step", i+1, def.Steps[i].Name)
 		}
 		seen[def.Steps[i].Name] = true
 	}
 	def.Digest = fmt.Sprintf("sha256:%x", sha256.Sum256(data))
+	def.src = append([]byte(nil), data...)
 	return &def, nil
 }
 
-func checkFlowStep(s *FlowStep, i int) error {
+// checkFlowStep checks step i of a definition and fills in its defaults.
+func checkFlowStep(s *Step, i int) error {
 	bad := func(format string, args ...any) error {
-		return errorf(CodeUsage, "flow file: step %d (%s): %s", i+1, s.Name, fmt.Sprintf(format, args...))
+		return errorf(wtx.CodeUsage, "flow file: step %d (%s): %s", i+1, s.Name, fmt.Sprintf(format, args...))
 	}
 	if !stepNameRE.MatchString(s.Name) {
-		return errorf(CodeUsage, "flow file: step %d: name %q: use 1-64 letters, digits, '.', '_' or '-'", i+1, s.Name)
+		return errorf(wtx.CodeUsage, "flow file: step %d: name %q: use 1-64 letters, digits, '.', '_' or '-'", i+1, s.Name)
 	}
+	if err := checkStepKind(s, i, bad); err != nil {
+		return err
+	}
+	switch s.OnSuccess {
+	case "":
+		s.OnSuccess = OnSuccessApply
+	case OnSuccessApply:
+	case OnSuccessReview, OnSuccessKeep:
+		if s.Kind != StepRun {
+			return bad("on_success = %q is for run steps", s.OnSuccess)
+		}
+	default:
+		return bad("on_success = %q; use apply, review or keep", s.OnSuccess)
+	}
+	if err := checkStepAllow(s, bad); err != nil {
+		return err
+	}
+	return checkStepOptions(s, bad)
+}
+
+// checkStepKind checks what step i does: its kind and what the kind needs.
+func checkStepKind(s *Step, i int, bad func(format string, args ...any) error) error {
 	switch s.Kind {
 	case StepRun, StepAgent:
 		if len(s.Command) == 0 || s.Command[0] == "" {
@@ -234,17 +262,12 @@ func checkFlowStep(s *FlowStep, i int) error {
 	default:
 		return bad("kind = %q; use run, batch or agent", s.Kind)
 	}
-	switch s.OnSuccess {
-	case "":
-		s.OnSuccess = OnSuccessApply
-	case OnSuccessApply:
-	case OnSuccessReview, OnSuccessKeep:
-		if s.Kind != StepRun {
-			return bad("on_success = %q is for run steps", s.OnSuccess)
-		}
-	default:
-		return bad("on_success = %q; use apply, review or keep", s.OnSuccess)
-	}
+	return nil
+}
+
+// checkStepAllow checks an agent step's allowlist (and that no other step
+// has one), filling in its defaults.
+func checkStepAllow(s *Step, bad func(format string, args ...any) error) error {
 	if s.Kind == StepAgent {
 		if s.Allow == nil || len(s.Allow.Paths) == 0 {
 			return bad("an agent step needs [steps.allow] with paths = [selectors it may change]")
@@ -284,6 +307,12 @@ func checkFlowStep(s *FlowStep, i int) error {
 	} else if s.Allow != nil {
 		return bad("allow belongs to agent steps")
 	}
+	return nil
+}
+
+// checkStepOptions checks the step's stage flags, timeout, output bound and
+// effects, filling in their defaults.
+func checkStepOptions(s *Step, bad func(format string, args ...any) error) error {
 	for _, sel := range [][]string{s.Exclude, s.Protect, s.Share} {
 		if _, err := tree.ParseSelectors(sel); err != nil {
 			return bad("%v", err)
@@ -320,10 +349,8 @@ func checkFlowStep(s *FlowStep, i int) error {
 
 // item converts the op to a batch item, checking it as the batch language
 // does.
-func (o FlowOp) item() (BatchItem, error) {
-	j := batchItemJSON{Command: o.Command, Path: o.Path, PathB64: o.PathB64, Content: o.Content, ContentB64: o.ContentB64,
-		Old: o.Old, OldB64: o.OldB64, New: o.New, NewB64: o.NewB64, All: o.All, ExpectHash: o.ExpectHash}
-	it, err := j.item()
+func (o BatchOp) item() (wtx.BatchItem, error) {
+	it, err := link().BatchItem(flowlink.BatchOp(o))
 	if err != nil {
 		return it, err
 	}
@@ -331,7 +358,7 @@ func (o FlowOp) item() (BatchItem, error) {
 }
 
 // checkBatchItem checks that it is a known command with its fields.
-func checkBatchItem(it BatchItem) error {
+func checkBatchItem(it wtx.BatchItem) error {
 	if it.Path == "" {
 		return errors.New("\"path\" (or \"path_b64\") is required")
 	}
