@@ -29,13 +29,14 @@ import (
 // what git cannot hold (the base of every path, permission bits beyond the
 // exec bit, directories, the receipts) as a bundle without content,
 // between these markers.
-// CodeGitRefNotFound: import --git was given a ref that names no commit.
-const CodeGitRefNotFound = "not-found.git-ref"
-
 const (
 	gitBundleBegin = "-----BEGIN WTX CHANGE SET-----"
 	gitBundleEnd   = "-----END WTX CHANGE SET-----"
 )
+
+// CodeGitRefNotFound is the code of an import --git given a ref that
+// names no commit.
+const CodeGitRefNotFound = "not-found.git-ref"
 
 // ExportGitOptions configure a git export.
 type ExportGitOptions struct {

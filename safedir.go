@@ -26,7 +26,7 @@ import (
 	"github.com/wtx-dev/wtx/internal/quote"
 )
 
-// RepairTrust: the caller trusts Paths[0], a directory, whoever owns what
+// RepairTrust is the repair by which the caller trusts Paths[0], a directory, whoever owns what
 // is in it (Options.SafeDirectories).
 const RepairTrust RepairAction = "trust"
 

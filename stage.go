@@ -167,7 +167,8 @@ func (s *Stage) Created() time.Time { return s.row.CreatedAt }
 // BaseDigest is the digest of the surface as it was when the stage opened.
 func (s *Stage) BaseDigest() string { return s.row.BaseDigest }
 
-// Exclude, Share and Protect return the stage's selectors.
+// Exclude returns the stage's exclude selectors (Share and Protect the
+// others).
 func (s *Stage) Exclude() []string { return s.cfg.Exclude }
 
 // Share returns the stage's shared selectors.

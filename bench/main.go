@@ -487,15 +487,6 @@ func (b *bench) wtxCmd(args ...string) (sample, error) {
 	return b.exec("", b.wtx, append([]string{"-C", b.ws}, args...)...)
 }
 
-func (b *bench) drop(s sample) error {
-	tx, err := txOf(s)
-	if err != nil {
-		return err
-	}
-	_, err = b.wtxCmd("drop", tx)
-	return err
-}
-
 // txOf reads the stage id from a 'wtx --json run' answer.
 func txOf(s sample) (string, error) {
 	var a struct {

@@ -46,7 +46,7 @@ const (
 	OnSuccessKeep OnSuccess = "keep"
 )
 
-// FromPrevious, as a batch step's From, takes the step's ops from the
+// FromPrevious is a batch step's From that takes the step's ops from the
 // previous step's standard output (JSON lines).
 const FromPrevious = "previous"
 

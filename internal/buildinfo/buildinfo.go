@@ -9,7 +9,7 @@ import (
 	"strings"
 )
 
-// Stamped, when set at link time (-X github.com/wtx-dev/wtx/internal/buildinfo.Stamped=v1.2.3),
+// Stamped is, when set at link time (-X github.com/wtx-dev/wtx/internal/buildinfo.Stamped=v1.2.3),
 // is the version of a release build; it wins over the module version.
 var Stamped string
 

@@ -4,7 +4,6 @@ import (
 	"github.com/wtx-dev/wtx/internal/buildinfo"
 	"io"
 	"log/slog"
-	"os"
 
 	"github.com/spf13/cobra"
 
@@ -52,13 +51,6 @@ or in a JSON configuration:
   {"mcpServers": {"wtx": {"command": "wtx", "args": ["-C", "/path/to/project", "mcp"]}}}`,
 		Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, args []string) error {
-			dir := g.dir
-			if dir == "" {
-				var err error
-				if dir, err = os.Getwd(); err != nil {
-					return wtx.AsError(err)
-				}
-			}
 			sd, err := g.stateDir()
 			if err != nil {
 				return err
@@ -69,7 +61,7 @@ or in a JSON configuration:
 				return err
 			}
 			// The server keeps to the workspace found now.
-			dir = ws.Path()
+			dir := ws.Path()
 			ws.Close()
 			if allowApprove && proposeOnly {
 				return &wtx.Error{Code: wtx.CodeUsage, Message: "--allow-approve and --propose-only exclude each other: a server that cannot apply has nothing to approve"}

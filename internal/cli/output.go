@@ -11,12 +11,6 @@ import (
 // Every --json answer is a typed struct of internal/answer, shared with
 // the MCP server; these helpers write them.
 
-func writeJSON(w io.Writer, v any) error {
-	enc := json.NewEncoder(w)
-	enc.SetEscapeHTML(false)
-	return enc.Encode(v)
-}
-
 // emit writes the JSON answer of a command that succeeded: the head, then
 // body's fields.
 func (g *globals) emit(command string, body any) error {
@@ -37,6 +31,3 @@ func writeJSONIndent(w io.Writer, v any) error {
 	enc.SetIndent("", "  ")
 	return enc.Encode(v)
 }
-
-// textOf escapes the bytes of s that are not UTF-8 (and nothing else).
-func textOf(s string) string { return answer.Text(s) }

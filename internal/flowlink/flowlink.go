@@ -71,7 +71,7 @@ type BatchOp struct {
 // Root is the root package's *Link, set when it loads.
 var Root any
 
-// CheckRun, set by package flow when it loads, checks that a stored flow
+// CheckRun is set by package flow when it loads; it checks that a stored flow
 // run's definition and step records hold together (nil when flow is not
 // linked into the program).
 var CheckRun func(run state.FlowRun, steps []state.FlowStep) error

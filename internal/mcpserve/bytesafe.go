@@ -65,11 +65,6 @@ func needPath(text, b64 string) (string, error) {
 	return p, err
 }
 
-// name writes a name into JSON as the command line's --json does: the name
-// itself when it is UTF-8, else its quoted form plus the exact bytes in
-// base64.
-func name(n string) (text, b64 string) { return jsonname.Text(n), jsonname.B64(n) }
-
 // textOr puts s in text when it is UTF-8 and in base64 otherwise.
 func textOr(s string) (text, b64 string) {
 	if utf8.ValidString(s) {

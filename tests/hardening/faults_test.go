@@ -31,7 +31,7 @@ type faultFixture struct {
 	stage                 string
 	before, after         string
 	counts                string
-	injected, runs, kinds int
+	injected, runs int
 }
 
 // scratchDir prefers memory: the harness spends its time in fsync.

@@ -13,7 +13,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 
 	"golang.org/x/sys/unix"
@@ -66,9 +65,6 @@ type t002Rig struct {
 	base, ws, state, wtx, wtxFP string
 	id                          t002ID
 }
-
-// t002Binaries holds the paths of the binaries, built once.
-var t002Binaries sync.Map
 
 func newT002Rig(t *testing.T, id t002ID, parent string) *t002Rig {
 	return newT002RigNamed(t, id, parent, "ws")
