@@ -9,7 +9,6 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
-	"runtime"
 	"sort"
 	"strconv"
 	"strings"
@@ -21,22 +20,15 @@ import (
 	"github.com/wtx-dev/wtx/internal/failpoint"
 )
 
-// The last step before the command: a binary that links this package
-// executes the command when the supervisor starts it for that.
-func init() {
-	if len(os.Args) > 1 && os.Args[1] == execArg && os.Getenv(helperEnv) != "" {
-		runtime.LockOSThread()
-		os.Exit(execMain(os.Args[2:]))
-	}
-}
-
 // Hooks of the last step, for confinement: cmdHooks may change how the
 // supervisor starts that step (its SysProcAttr: namespaces of its own);
 // execHooks run in it, in the view's directory, just before the command is
 // executed. An error stops the run with status 125.
+// The filter against terminal injection goes on before confineExec drops
+// the capabilities.
 var (
-	cmdHooks  []func(s *nsSpec, attr *syscall.SysProcAttr) error
-	execHooks []func(s *nsSpec) error
+	cmdHooks  = []func(s *nsSpec, attr *syscall.SysProcAttr) error{confineAttr}
+	execHooks = []func(s *nsSpec) error{ttyInjectExec, confineExec}
 )
 
 // Control messages from the caller to the supervisor, on the control pipe.
