@@ -91,6 +91,8 @@ func fileOpMain(args []string) int {
 // (through Prepare) to do it there.
 func ExecFileOps(v View) FileOps { return execFileOps{v} }
 
+var _ FileOps = execFileOps{}
+
 type execFileOps struct{ v View }
 
 func (e execFileOps) run(ctx context.Context, stdin []byte, args ...string) error {
