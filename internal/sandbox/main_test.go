@@ -13,7 +13,7 @@ import (
 // TestImportRunsNoHiddenEntry builds a program that imports wtx and starts
 // it with the first argument and the environment of each of wtx's own
 // re-executions: it must run its own main. The control hands the same
-// start to sandbox.Main, which must take it over; and a start with the
+// start to sandbox.Main or to wtx.Reexec, which must take it over; and a start with the
 // argument but not the environment mark is never taken over.
 func TestImportRunsNoHiddenEntry(t *testing.T) {
 	if os.Getenv("WTX_BIN") != "" {
@@ -35,11 +35,13 @@ func TestImportRunsNoHiddenEntry(t *testing.T) {
 		if out, err := run(e.Arg, mark); err != nil || out != "plain\n" {
 			t.Errorf("%s with %s: %q, %v; want the program's own output", e.Arg, e.Env, out, err)
 		}
-		if out, err := run(e.Arg, "IMPORTWTX_MAIN=1"); err != nil || out != "plain\n" {
-			t.Errorf("%s without %s, through sandbox.Main: %q, %v; want the program's own output", e.Arg, e.Env, out, err)
-		}
-		if out, _ := run(e.Arg, mark, "IMPORTWTX_MAIN=1"); strings.Contains(out, "plain") {
-			t.Errorf("%s with %s, through sandbox.Main: %q; want it taken over", e.Arg, e.Env, out)
+		for _, entry := range []string{"sandbox", "wtx"} {
+			if out, err := run(e.Arg, "IMPORTWTX_MAIN="+entry); err != nil || out != "plain\n" {
+				t.Errorf("%s without %s, through %s's entry: %q, %v; want the program's own output", e.Arg, e.Env, entry, out, err)
+			}
+			if out, _ := run(e.Arg, mark, "IMPORTWTX_MAIN="+entry); strings.Contains(out, "plain") {
+				t.Errorf("%s with %s, through %s's entry: %q; want it taken over", e.Arg, e.Env, entry, out)
+			}
 		}
 	}
 }

@@ -1,7 +1,7 @@
 // Command importwtx imports wtx and the package that makes its views, and
 // prints "plain": started with the arguments and environment of one of
 // wtx's own re-executions it must still print it, unless it hands them to
-// sandbox.Main (IMPORTWTX_MAIN=1).
+// sandbox.Main or wtx.Reexec (IMPORTWTX_MAIN=sandbox or wtx).
 package main
 
 import (
@@ -13,14 +13,18 @@ import (
 	"github.com/wtx-dev/wtx/internal/stage"
 )
 
-var (
-	_ = wtx.Open
-	_ = stage.Entries
-)
+var _ = stage.Entries
 
 func main() {
-	if os.Getenv("IMPORTWTX_MAIN") == "1" && sandbox.Main() {
-		return
+	switch os.Getenv("IMPORTWTX_MAIN") {
+	case "sandbox":
+		if sandbox.Main() {
+			return
+		}
+	case "wtx":
+		if wtx.Reexec() {
+			return
+		}
 	}
 	fmt.Println("plain")
 }
