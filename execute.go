@@ -16,7 +16,6 @@ import (
 	"github.com/wtx-dev/wtx/internal/fsx"
 	"github.com/wtx-dev/wtx/internal/journal"
 	"github.com/wtx-dev/wtx/internal/quote"
-	"github.com/wtx-dev/wtx/internal/stage"
 	"github.com/wtx-dev/wtx/internal/tree"
 )
 
@@ -31,7 +30,7 @@ var testHookStep func(i int, st tree.Step) error
 
 // tempPrefix starts the name of every temporary file wtx makes in a
 // workspace directory while it applies.
-const tempPrefix = stage.TempPrefix
+const tempPrefix = journal.TempPrefix
 
 // executor runs one op's plan.
 type executor struct {

@@ -13,10 +13,29 @@ import (
 	"syscall"
 
 	"github.com/wtx-dev/wtx/internal/failpoint"
+	"github.com/wtx-dev/wtx/internal/sandbox"
 	"github.com/wtx-dev/wtx/internal/stage"
 	"github.com/wtx-dev/wtx/internal/tree"
 	"github.com/wtx-dev/wtx/receipt"
 )
+
+// Reexec runs what this process was started for when wtx started it from
+// the program's own binary (/proc/self/exe), and exits with its status;
+// otherwise it returns false at once. Stage.Run, and the per-file
+// operations and probes of the overlay backend, start the binary they run
+// in to supervise, confine and reach a view: a program that uses them calls
+// Reexec first in main (and in TestMain), as cmd/wtx does:
+//
+//	func main() {
+//		if wtx.Reexec() {
+//			return
+//		}
+//		...
+//	}
+//
+// Nothing of it runs by itself: a program that merely imports wtx is never
+// taken over.
+func Reexec() bool { return sandbox.Main() }
 
 // RunOptions wire a command run in a stage to its caller.
 type RunOptions struct {

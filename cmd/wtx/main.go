@@ -12,9 +12,15 @@ import (
 
 	"github.com/wtx-dev/wtx/internal/cli"
 	"github.com/wtx-dev/wtx/internal/fsx"
+	"github.com/wtx-dev/wtx/internal/sandbox"
 )
 
 func main() {
+	// A process wtx started from its own binary to supervise and confine a
+	// command runs that, and exits.
+	if sandbox.Main() {
+		return
+	}
 	// The command never changes its umask: files it creates with bits the
 	// umask leaves whole need no fchmod.
 	fsx.FixUmask()

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/wtx-dev/wtx"
+	"github.com/wtx-dev/wtx/internal/journal"
 	"github.com/wtx-dev/wtx/internal/quote"
 )
 
@@ -34,7 +35,7 @@ func printLeftOut(g *globals, w io.Writer, leftOut []wtx.LeftOut) {
 // reservedNote marks a change whose name wtx keeps for its temporary files.
 func reservedNote(p string) string {
 	for _, c := range strings.Split(p, "/") {
-		if strings.HasPrefix(c, ".wtx-tmp-") {
+		if strings.HasPrefix(c, journal.TempPrefix) {
 			return " (reserved name: never applied)"
 		}
 	}

@@ -16,7 +16,6 @@ import (
 
 	"github.com/wtx-dev/wtx"
 	"github.com/wtx-dev/wtx/internal/quote"
-	"github.com/wtx-dev/wtx/internal/stage"
 )
 
 // Streams are the command's standard streams and what is known about them.
@@ -77,9 +76,6 @@ type globals struct {
 // Main runs wtx with args and returns the process exit status. It never
 // calls os.Exit.
 func Main(args []string) int {
-	if len(args) > 0 && args[0] == stage.HelperArg {
-		return stage.NamespaceMain(args[1:])
-	}
 	return Run(context.Background(), args, SystemStreams(), os.Getenv)
 }
 

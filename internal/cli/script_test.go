@@ -19,11 +19,16 @@ import (
 	"github.com/rogpeppe/go-internal/testscript"
 
 	"github.com/wtx-dev/wtx/internal/cli"
+	"github.com/wtx-dev/wtx/internal/sandbox"
 )
 
 // TestMain makes the test binary double as the wtx command, so the scripts
 // drive the real command line in a child process.
 func TestMain(m *testing.M) {
+	// The binary serves as the helper it starts to run commands in views.
+	if sandbox.Main() {
+		return
+	}
 	// Under -race every wtx process would otherwise linger a second at exit.
 	if os.Getenv("GORACE") == "" {
 		os.Setenv("GORACE", "atexit_sleep_ms=10")

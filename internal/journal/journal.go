@@ -37,6 +37,12 @@ import (
 	"github.com/wtx-dev/wtx/internal/tree"
 )
 
+// TempPrefix starts the name of every temporary file wtx makes in a
+// workspace or a view (each Record.Tmp among them), so that whoever
+// finishes or rolls back a step knows its debris: walks never stage such
+// names, and a change set that holds one is never applied.
+const TempPrefix = ".wtx-tmp-"
+
 // Record is one plan step as journaled.
 type Record struct {
 	Step tree.Step

@@ -84,6 +84,11 @@ func attachClone(workspace, dir string) (*cloneView, error) {
 	return &cloneView{copyView: cv, workspace: workspace}, nil
 }
 
+var (
+	_ Backend = Clone{}
+	_ View    = (*cloneView)(nil)
+)
+
 type cloneView struct {
 	*copyView
 	workspace string

@@ -53,6 +53,10 @@ import (
 // last step.
 const confineCheckArg = "__stage-confine-check"
 
+// confineCheckEnv marks the environment of the confinement check; the
+// last step passes it on to the command, unlike helperEnv.
+const confineCheckEnv = "WTX_STAGE_CONFINE_CHECK"
+
 // Modes of the last step.
 const (
 	confineAll  = "all"  // --read-only or --no-network: empty every set, no_new_privs, no user namespaces
@@ -70,16 +74,14 @@ const (
 	disableConfineFDs    = "confine-fds"    // pass inherited descriptors on
 )
 
-func init() {
-	if len(os.Args) > 1 && os.Args[1] == confineCheckArg {
-		if err := verifyCaps(confineAll); err != nil {
-			fmt.Fprintf(os.Stderr, "wtx: confinement: %v\n", err)
-			os.Exit(125)
-		}
-		os.Exit(0)
+// confineCheckMain is the entry of confineCheckArg: 0 when the process
+// holds no capability and has no_new_privs, else 125.
+func confineCheckMain([]string) int {
+	if err := verifyCaps(confineAll); err != nil {
+		fmt.Fprintf(os.Stderr, "wtx: confinement: %v\n", err)
+		return 125
 	}
-	cmdHooks = append(cmdHooks, confineAttr)
-	execHooks = append(execHooks, confineExec)
+	return 0
 }
 
 // confineDisabled reports whether a negative control switched protection p
@@ -319,7 +321,7 @@ func probeConfinement() error {
 	}
 	var out bytes.Buffer
 	cmd := &exec.Cmd{Path: "/proc/self/exe", Args: []string{"wtx", execArg, spec.encode()},
-		Env: os.Environ(), Stdout: &out, Stderr: &out, SysProcAttr: attr}
+		Env: append(os.Environ(), confineCheckEnv+"=1"), Stdout: &out, Stderr: &out, SysProcAttr: attr}
 	if err := cmd.Run(); err != nil {
 		msg := strings.TrimSpace(out.String())
 		if msg == "" {

@@ -3,6 +3,7 @@ package stage
 import (
 	"errors"
 	"fmt"
+	"os/exec"
 	"time"
 
 	"github.com/wtx-dev/wtx/internal/binenc"
@@ -146,6 +147,30 @@ func decodeReport(raw []byte) (*report, error) {
 		return nil, fmt.Errorf("supervisor report: %w", err)
 	}
 	return r, nil
+}
+
+// Start starts cmd (its Path resolved, its Dir relative to the view's
+// root) in view v, contained as this system can (see start), with the
+// view locked for as long as the command may write in it (lockView).
+func Start(v View, cmd *exec.Cmd, opts RunOptions) (*Container, error) {
+	lk := lockView(v.Root())
+	c, err := start(v, cmd, opts)
+	if err != nil {
+		if lk != nil {
+			lk.Close()
+		}
+		return nil, err
+	}
+	c.viewLock = lk
+	return c, nil
+}
+
+// releaseView lets scans keep the view's digests again.
+func (c *Container) releaseView() {
+	if c.viewLock != nil {
+		c.viewLock.Close()
+		c.viewLock = nil
+	}
 }
 
 // containmentDisabled reports whether a negative control of the tests

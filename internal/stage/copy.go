@@ -285,6 +285,16 @@ func attachCopy(workspace, dir string) (*copyView, error) {
 	return &copyView{root: root, workspace: workspace}, nil
 }
 
+var (
+	_ Backend = Copy{}
+	_ View    = (*copyView)(nil)
+
+	_ FileOps         = (*copyView)(nil)
+	_ RawOpener       = (*copyView)(nil)
+	_ RootModer       = (*copyView)(nil)
+	_ LeftOutReporter = (*copyView)(nil)
+)
+
 type copyView struct {
 	root      string
 	workspace string

@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/wtx-dev/wtx/internal/fsx"
+	"github.com/wtx-dev/wtx/internal/journal"
 	"github.com/wtx-dev/wtx/internal/tree"
 )
 
@@ -22,7 +23,7 @@ type FileOps interface {
 	WriteFile(ctx context.Context, rel string, data []byte, perm fs.FileMode) error
 	// WriteFileTemp is WriteFile through a temporary file whose name in
 	// rel's directory starts with tmpPrefix (which must start with
-	// TempPrefix): whoever finishes or rolls back a write that was stopped
+	// journal.TempPrefix): whoever finishes or rolls back a write that was stopped
 	// halfway knows which names in that directory are its debris. Missing
 	// parent directories get permission bits dirPerm (0755 when zero).
 	WriteFileTemp(ctx context.Context, rel, tmpPrefix string, data []byte, perm, dirPerm fs.FileMode) error
@@ -46,12 +47,12 @@ func (v *copyView) WriteFileTemp(ctx context.Context, rel, tmpPrefix string, dat
 
 // opTempPrefix starts the temporary names of per-file writes that name
 // none of their own.
-const opTempPrefix = TempPrefix + "op-"
+const opTempPrefix = journal.TempPrefix + "op-"
 
 // checkTempPrefix refuses a temporary-name prefix outside wtx's reserved
 // names, or one that is not a single name.
 func checkTempPrefix(p string) error {
-	if !strings.HasPrefix(p, TempPrefix) || strings.ContainsAny(p, "/\x00") || len(p) > 64 {
+	if !strings.HasPrefix(p, journal.TempPrefix) || strings.ContainsAny(p, "/\x00") || len(p) > 64 {
 		return fmt.Errorf("temporary name prefix %q: %w", p, fsx.ErrInvalidPath)
 	}
 	return nil

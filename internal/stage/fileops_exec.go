@@ -22,14 +22,6 @@ const (
 	fileOpEnv = "WTX_STAGE_FILEOP"
 )
 
-// Like the namespace helper, a binary that links this package performs a
-// per-file operation when it is started for one, before main runs.
-func init() {
-	if len(os.Args) > 1 && os.Args[1] == fileOpArg && os.Getenv(fileOpEnv) != "" {
-		os.Exit(fileOpMain(os.Args[2:]))
-	}
-}
-
 // Exit statuses of a per-file operation, so the caller can map them back.
 const (
 	fileOpOK = iota
@@ -98,6 +90,8 @@ func fileOpMain(args []string) int {
 // inside a namespace: each operation re-executes this binary in the view
 // (through Prepare) to do it there.
 func ExecFileOps(v View) FileOps { return execFileOps{v} }
+
+var _ FileOps = execFileOps{}
 
 type execFileOps struct{ v View }
 

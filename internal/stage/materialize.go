@@ -234,7 +234,7 @@ func create(d *fsx.Dir, p Put) error {
 		}
 		return d.Mkdir(name, fs.FileMode(p.New.Perm|0o700))
 	case tree.File:
-		f, tmp, err := d.CreateTemp(".wtx-tmp-op-")
+		f, tmp, err := d.CreateTemp(opTempPrefix)
 		if err != nil {
 			return err
 		}
@@ -256,7 +256,7 @@ func create(d *fsx.Dir, p Put) error {
 		// A name that the removal pass left must not be there any more, but
 		// a symlink is replaced atomically all the same.
 		for range 100 {
-			tmp := fmt.Sprintf(".wtx-tmp-op-l%x", rand.Uint64())
+			tmp := fmt.Sprintf("%sl%x", opTempPrefix, rand.Uint64())
 			if err := d.Symlink(p.New.Target, tmp); err != nil {
 				if errors.Is(err, fs.ErrExist) {
 					continue

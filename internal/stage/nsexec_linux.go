@@ -5,23 +5,10 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"runtime"
 	"strings"
 
 	"golang.org/x/sys/unix"
 )
-
-// A binary that links this package becomes the helper when it is started
-// by Start, Prepare or Probe: this runs before main (and before a test
-// binary's TestMain), so that test binaries and the wtx command alike can
-// serve as /proc/self/exe. The helper stays on its first thread: the
-// parent-death signal of the command it starts follows that thread.
-func init() {
-	if len(os.Args) > 1 && os.Args[1] == HelperArg && os.Getenv(helperEnv) != "" {
-		runtime.LockOSThread()
-		os.Exit(NamespaceMain(os.Args[2:]))
-	}
-}
 
 // NamespaceMain is the entry point of the helper that supervises a command
 // run in a view: wtx re-executes itself with HelperArg and one encoded

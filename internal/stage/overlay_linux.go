@@ -243,6 +243,16 @@ func attachOverlay(workspace, dir string) (*overlayView, error) {
 	return v, nil
 }
 
+var (
+	_ Backend = Overlay{}
+	_ View    = (*overlayView)(nil)
+	_ Remover = (*overlayView)(nil)
+
+	_ RawOpener       = (*overlayView)(nil)
+	_ RootModer       = (*overlayView)(nil)
+	_ LeftOutReporter = (*overlayView)(nil)
+)
+
 type overlayView struct {
 	dir    string
 	cfg    overlayConfig

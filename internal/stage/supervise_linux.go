@@ -9,7 +9,6 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
-	"runtime"
 	"sort"
 	"strconv"
 	"strings"
@@ -21,22 +20,15 @@ import (
 	"github.com/wtx-dev/wtx/internal/failpoint"
 )
 
-// The last step before the command: a binary that links this package
-// executes the command when the supervisor starts it for that.
-func init() {
-	if len(os.Args) > 1 && os.Args[1] == execArg && os.Getenv(helperEnv) != "" {
-		runtime.LockOSThread()
-		os.Exit(execMain(os.Args[2:]))
-	}
-}
-
 // Hooks of the last step, for confinement: cmdHooks may change how the
 // supervisor starts that step (its SysProcAttr: namespaces of its own);
 // execHooks run in it, in the view's directory, just before the command is
 // executed. An error stops the run with status 125.
+// The filter against terminal injection goes on before confineExec drops
+// the capabilities.
 var (
-	cmdHooks  []func(s *nsSpec, attr *syscall.SysProcAttr) error
-	execHooks []func(s *nsSpec) error
+	cmdHooks  = []func(s *nsSpec, attr *syscall.SysProcAttr) error{confineAttr}
+	execHooks = []func(s *nsSpec) error{ttyInjectExec, confineExec}
 )
 
 // Control messages from the caller to the supervisor, on the control pipe.
@@ -343,6 +335,7 @@ func (sv *supervisor) start() error {
 // reap collects every child that ended, notes the command's status, and
 // whether any child is left.
 func (sv *supervisor) reap() {
+	sv.renameLeftovers()
 	for {
 		var ws unix.WaitStatus
 		pid, err := unix.Wait4(-1, &ws, unix.WNOHANG, nil)
@@ -474,7 +467,7 @@ func descendants() ([]Proc, error) {
 		if err != nil {
 			continue
 		}
-		raw, err := os.ReadFile("/proc/" + n + "/stat")
+		st, err := readProcStat(pid)
 		if err != nil {
 			// Ended since (not found), or another user's where /proc
 			// hides those (hidepid): neither is the command's to name.
@@ -483,22 +476,12 @@ func descendants() ([]Proc, error) {
 			}
 			continue
 		}
-		// pid (comm) state ppid ...: comm may hold any byte but NUL.
-		open, close := bytes.IndexByte(raw, '('), bytes.LastIndexByte(raw, ')')
-		if open < 0 || close < open {
+		if !st.ok {
 			continue
 		}
-		fields := strings.Fields(string(raw[close+1:]))
-		if len(fields) < 2 {
-			continue
-		}
-		ppid, err := strconv.Atoi(fields[1])
-		if err != nil {
-			continue
-		}
-		children[ppid] = append(children[ppid], pid)
-		comm[pid] = string(raw[open+1 : close])
-		if fields[0] == "Z" {
+		children[st.ppid] = append(children[st.ppid], pid)
+		comm[pid] = st.comm
+		if st.state == "Z" {
 			zombie[pid] = true
 		}
 	}
@@ -516,6 +499,60 @@ func descendants() ([]Proc, error) {
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].PID < out[j].PID })
 	return out, first
+}
+
+// procStat is what descendants reads of a process in /proc/PID/stat; ok
+// is false when the line cannot be parsed.
+type procStat struct {
+	comm, state string
+	ppid        int
+	ok          bool
+}
+
+// readProcStat reads /proc/PID/stat: "pid (comm) state ppid ...", where
+// comm may hold any byte but NUL.
+func readProcStat(pid int) (procStat, error) {
+	raw, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return procStat{}, err
+	}
+	open, close := bytes.IndexByte(raw, '('), bytes.LastIndexByte(raw, ')')
+	if open < 0 || close < open {
+		return procStat{}, nil
+	}
+	fields := strings.Fields(string(raw[close+1:]))
+	if len(fields) < 2 {
+		return procStat{}, nil
+	}
+	ppid, err := strconv.Atoi(fields[1])
+	if err != nil {
+		return procStat{}, nil
+	}
+	return procStat{comm: string(raw[open+1 : close]), state: fields[0], ppid: ppid, ok: true}, nil
+}
+
+// disableLeftoverNames is the negative control's switch: each leftover
+// keeps the name it had when it was first listed.
+const disableLeftoverNames = "contain-names"
+
+// renameLeftovers names each leftover by what it runs now, while it is
+// this process's child, alive or ended but not yet reaped: a process
+// listed between its fork and its exec had its parent's name then, and
+// one may execute another program once signalled. Only a child is read
+// again: its pid cannot name another process before this one reaps it.
+func (sv *supervisor) renameLeftovers() {
+	if len(sv.stopped) == 0 || failpoint.Disabled(disableLeftoverNames) {
+		return
+	}
+	me, err := os.Readlink("/proc/self")
+	if err != nil {
+		return // the names first read stand
+	}
+	for i, p := range sv.stopped {
+		if st, err := readProcStat(p.PID); err == nil && st.ok && strconv.Itoa(st.ppid) == me {
+			sv.stopped[i].Comm = st.comm
+		}
+	}
 }
 
 // execMain is the last step: in the command's directory, with every

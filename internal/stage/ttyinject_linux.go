@@ -29,14 +29,6 @@ import (
 // disableTTYInject is the negative control's switch (failpoint builds).
 const disableTTYInject = "tty-inject"
 
-// Registered by a variable's initialisation, which runs before any init
-// function of the package: the last step runs from an init function
-// (execMain) and must find the hook there.
-var _ = func() bool {
-	execHooks = append(execHooks, ttyInjectExec)
-	return true
-}()
-
 // ttyInjectExec is the hook of the last step.
 func ttyInjectExec(s *nsSpec) error {
 	if !s.Probe && failpoint.Disabled(disableTTYInject) {

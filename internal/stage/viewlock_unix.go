@@ -4,7 +4,6 @@ package stage
 
 import (
 	"os"
-	"os/exec"
 
 	"golang.org/x/sys/unix"
 )
@@ -30,30 +29,6 @@ func lockView(root string) *os.File {
 		return nil
 	}
 	return f
-}
-
-// Start starts cmd (its Path resolved, its Dir relative to the view's
-// root) in view v, contained as this system can (see start), with the
-// view locked for as long as the command may write in it (lockView).
-func Start(v View, cmd *exec.Cmd, opts RunOptions) (*Container, error) {
-	lk := lockView(v.Root())
-	c, err := start(v, cmd, opts)
-	if err != nil {
-		if lk != nil {
-			lk.Close()
-		}
-		return nil, err
-	}
-	c.viewLock = lk
-	return c, nil
-}
-
-// releaseView lets scans keep the view's digests again.
-func (c *Container) releaseView() {
-	if c.viewLock != nil {
-		c.viewLock.Close()
-		c.viewLock = nil
-	}
 }
 
 // viewBusy reports whether a command may be writing in the view whose

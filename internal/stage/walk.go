@@ -13,12 +13,9 @@ import (
 	"github.com/wtx-dev/wtx/internal/blob"
 	"github.com/wtx-dev/wtx/internal/failpoint"
 	"github.com/wtx-dev/wtx/internal/fsx"
+	"github.com/wtx-dev/wtx/internal/journal"
 	"github.com/wtx-dev/wtx/internal/tree"
 )
-
-// TempPrefix starts the names of the temporary files an apply makes in
-// workspace directories; walks never stage them.
-const TempPrefix = ".wtx-tmp-"
 
 // visitFunc is called by walk for every entry beneath the root except those
 // excluded. d is the entry's parent directory, open for the call only.
@@ -125,7 +122,7 @@ func (w *walker) dir(d *fsx.Dir, prefix string) {
 			return
 		}
 		rel := prefix + name
-		if !o.keepReserved && strings.HasPrefix(name, TempPrefix) {
+		if !o.keepReserved && strings.HasPrefix(name, journal.TempPrefix) {
 			continue // an apply's temporary name: recovery's, never part of a surface
 		}
 		if o.exclude.Match(rel) {

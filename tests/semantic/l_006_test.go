@@ -571,7 +571,9 @@ func TestL006_RefusedWithoutNamespace(t *testing.T) {
 // 125, naming a capability the test process holds or the missing
 // no_new_privs.
 func TestL006_CheckFailsClosed(t *testing.T) {
-	out, err := exec.Command(wtxtest.Binary(t, false), "__stage-confine-check").CombinedOutput()
+	cmd := exec.Command(wtxtest.Binary(t, false), "__stage-confine-check")
+	cmd.Env = append(os.Environ(), "WTX_STAGE_CONFINE_CHECK=1")
+	out, err := cmd.CombinedOutput()
 	var ee *exec.ExitError
 	if !errors.As(err, &ee) || ee.ExitCode() != 125 {
 		t.Fatalf("confinement check outside confinement: %v, want exit 125\n%s", err, out)
