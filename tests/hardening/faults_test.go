@@ -24,13 +24,13 @@ import (
 // injection starts from the same workspace and state root (at the same
 // paths: a workspace's identity is its path).
 type faultFixture struct {
-	t                     *testing.T
-	bin                   string
-	ws, state             string
-	tmplWS, tmplST        string
-	stage                 string
-	before, after         string
-	counts                string
+	t              *testing.T
+	bin            string
+	ws, state      string
+	tmplWS, tmplST string
+	stage          string
+	before, after  string
+	counts         string
 	injected, runs int
 }
 
