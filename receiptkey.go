@@ -240,8 +240,8 @@ func readKeyIn(keys *fsx.Dir, p string) (ed25519.PrivateKey, error) {
 	}
 	defer f.Close()
 	st := f.Stat()
-	if uid := os.Geteuid(); int(st.Uid) != uid {
-		return nil, &keyError{problem: keyUnsafe, path: p, why: fmt.Sprintf("belongs to uid %d, not to you (uid %d)", st.Uid, uid)}
+	if uid := os.Geteuid(); int(st.UID) != uid {
+		return nil, &keyError{problem: keyUnsafe, path: p, why: fmt.Sprintf("belongs to uid %d, not to you (uid %d)", st.UID, uid)}
 	}
 	if st.Mode.Perm()&0o077 != 0 {
 		return nil, &keyError{problem: keyOpen, path: p, why: fmt.Sprintf("is readable or writable by others (mode %04o): it may have been copied", st.Mode.Perm())}

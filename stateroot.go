@@ -69,8 +69,8 @@ func unixMode(fi fs.FileInfo) string {
 // unsafeState is the refusal of a state root (or an entry of it) that is
 // not private to the caller.
 func unsafeState(path string, st fsx.Stat, why string) *Error {
-	owner := "uid " + strconv.Itoa(int(st.Uid))
-	if u, err := user.LookupId(strconv.Itoa(int(st.Uid))); err == nil && u.Username != "" {
+	owner := "uid " + strconv.Itoa(int(st.UID))
+	if u, err := user.LookupId(strconv.Itoa(int(st.UID))); err == nil && u.Username != "" {
 		owner += " (" + u.Username + ")"
 	}
 	mode := fmt.Sprintf("%04o", uint32(st.Mode.Perm())|extraBits(st.Mode))
@@ -139,7 +139,7 @@ func isStateDamage(err error) bool {
 // otherwise.
 func tighten(stateDir string, root *fsx.Root, rel string, st fsx.Stat, want fs.FileMode) error {
 	p := filepath.Join(stateDir, rel)
-	if int(st.Uid) != os.Geteuid() {
+	if int(st.UID) != os.Geteuid() {
 		return unsafeState(p, st, fmt.Sprintf("is not owned by you (uid %d)", os.Geteuid()))
 	}
 	extra := fs.ModeSetuid | fs.ModeSetgid | fs.ModeSticky

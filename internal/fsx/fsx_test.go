@@ -339,8 +339,8 @@ func TestLstat(t *testing.T) {
 			Ino:   uint64(st.Ino),
 			Dev:   uint64(st.Dev),
 			Nlink: uint64(st.Nlink),
-			Uid:   st.Uid,
-			Gid:   st.Gid,
+			UID:   st.Uid,
+			GID:   st.Gid,
 			Mtime: info.ModTime().UnixNano(),
 			Ctime: st.Ctim.Nano(),
 		}

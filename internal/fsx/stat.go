@@ -19,8 +19,8 @@ type Stat struct {
 	Ino   uint64
 	Dev   uint64
 	Nlink uint64
-	Uid   uint32
-	Gid   uint32
+	UID   uint32
+	GID   uint32
 	Mtime int64 // nanoseconds since the Unix epoch
 	Ctime int64 // nanoseconds since the Unix epoch
 }
@@ -42,8 +42,8 @@ func statOf(st *unix.Stat_t) Stat {
 		Ino:   uint64(st.Ino),
 		Dev:   uint64(st.Dev),
 		Nlink: uint64(st.Nlink),
-		Uid:   st.Uid,
-		Gid:   st.Gid,
+		UID:   st.Uid,
+		GID:   st.Gid,
 		Mtime: st.Mtim.Nano(),
 		Ctime: st.Ctim.Nano(),
 	}

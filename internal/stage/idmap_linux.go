@@ -86,10 +86,10 @@ func (c *groupChecker) see(rel string, st fsx.Stat) {
 	if c == nil {
 		return
 	}
-	if c.unmappable[st.Gid] {
+	if c.unmappable[st.GID] {
 		c.mu.Lock()
-		if prev, ok := c.found[st.Gid]; !ok || rel < prev {
-			c.found[st.Gid] = rel
+		if prev, ok := c.found[st.GID]; !ok || rel < prev {
+			c.found[st.GID] = rel
 		}
 		c.mu.Unlock()
 		return // said as a group of the caller's (err)
@@ -97,7 +97,7 @@ func (c *groupChecker) see(rel string, st fsx.Stat) {
 	if rel == "." || st.IsSymlink() || !st.IsDir() && !st.IsRegular() {
 		return // the view's root is the stage's own; a link is changed in its directory
 	}
-	unmapped := st.Uid != c.uid || !c.mapped[st.Gid]
+	unmapped := st.UID != c.uid || !c.mapped[st.GID]
 	if unmapped && st.IsDir() {
 		c.mu.Lock()
 		c.frozen[rel] = st
@@ -131,9 +131,9 @@ func (c *groupChecker) see(rel string, st fsx.Stat) {
 // the caller write it.
 func (c *groupChecker) mayChange(st fsx.Stat) bool {
 	switch {
-	case st.Uid == c.uid:
+	case st.UID == c.uid:
 		return true
-	case c.member[st.Gid]:
+	case c.member[st.GID]:
 		return st.Mode&0o020 != 0
 	}
 	return st.Mode&0o002 != 0
@@ -163,12 +163,12 @@ func (c *groupChecker) err() error {
 	}
 	st := c.blockedSt
 	who := "you"
-	if st.Uid != c.uid {
-		who = userName(st.Uid)
+	if st.UID != c.uid {
+		who = userName(st.UID)
 	}
 	return &unfitError{msg: fmt.Sprintf("the workspace holds %s, owned by %s and %s, and the overlay's user namespace "+
 		"maps only your own user and groups: a command could not change it or what it holds in the view (EOVERFLOW)",
-		quote.Path(c.blocked), who, groupName(st.Gid, c.member[st.Gid]))}
+		quote.Path(c.blocked), who, groupName(st.GID, c.member[st.GID]))}
 }
 
 func (c *groupChecker) groupsErr() error {

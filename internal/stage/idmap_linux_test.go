@@ -13,9 +13,9 @@ import (
 // change, itself or beneath it, and only those.
 func TestGroupCheckerUnmappedIDs(t *testing.T) {
 	const me = 1000
-	file := func(uid, gid uint32, perm fs.FileMode) fsx.Stat { return fsx.Stat{Uid: uid, Gid: gid, Mode: perm} }
+	file := func(uid, gid uint32, perm fs.FileMode) fsx.Stat { return fsx.Stat{UID: uid, GID: gid, Mode: perm} }
 	dir := func(uid, gid uint32, perm fs.FileMode) fsx.Stat {
-		return fsx.Stat{Uid: uid, Gid: gid, Mode: fs.ModeDir | perm}
+		return fsx.Stat{UID: uid, GID: gid, Mode: fs.ModeDir | perm}
 	}
 	for _, c := range []struct {
 		name    string
@@ -30,7 +30,7 @@ func TestGroupCheckerUnmappedIDs(t *testing.T) {
 		{"root-dir-over-own-file", []string{"rdir", "rdir/sub", "rdir/sub/mine"},
 			[]fsx.Stat{dir(0, 0, 0o755), dir(me, me, 0o755), file(me, me, 0o644)}, "rdir"},
 		{"own-everything", []string{"d", "d/f"}, []fsx.Stat{dir(me, me, 0o755), file(me, me, 0o600)}, ""},
-		{"link-of-another", []string{"l"}, []fsx.Stat{{Uid: 0, Gid: 0, Mode: fs.ModeSymlink | 0o777}}, ""},
+		{"link-of-another", []string{"l"}, []fsx.Stat{{UID: 0, GID: 0, Mode: fs.ModeSymlink | 0o777}}, ""},
 		{"root-of-view", []string{"."}, []fsx.Stat{dir(me, 0, 0o755)}, ""},
 	} {
 		g := &groupChecker{uid: me, mapped: map[uint32]bool{me: true}, member: map[uint32]bool{me: true},

@@ -44,7 +44,7 @@ func (l *leftOutSet) LeftOut() []LeftOut {
 	return out
 }
 
-// excludedVisit returns a walkView callback that records every excluded
+// excludedVisit returns a view walk callback that records every excluded
 // path it is given.
 func (l *leftOutSet) excludedVisit() visitFunc {
 	return func(rel string, d *fsx.Dir, name string, st fsx.Stat) error {

@@ -190,7 +190,7 @@ func likeWorkspaceRoot(ws *fsx.Root, dir string) error {
 	if err != nil {
 		return fmt.Errorf("stat the workspace root: %w", err)
 	}
-	uid, gid := int(st.Uid), int(st.Gid)
+	uid, gid := int(st.UID), int(st.GID)
 	switch {
 	case os.Geteuid() == 0:
 	case uid != os.Geteuid():
@@ -602,7 +602,7 @@ func (v *overlayView) readUpper(ctx context.Context, hide tree.Selectors, exclud
 		}
 		return nil
 	}
-	keep := !failpoint.Disabled("reserved") // as walkView
+	keep := !failpoint.Disabled("reserved") // as a view walk
 	opts := &walkOpts{exclude: hide, keepReserved: keep, excluded: excluded, enter: enter, workers: runtime.GOMAXPROCS(0)}
 	werr := walkTree(ctx, root, opts, func(rel string, d *fsx.Dir, name string, st fsx.Stat) error {
 		if pool.failed() {

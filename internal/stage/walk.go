@@ -29,17 +29,6 @@ func walk(ctx context.Context, root *fsx.Root, exclude tree.Selectors, visit vis
 	return walkTree(ctx, root, &walkOpts{exclude: exclude}, visit)
 }
 
-// walkView is walk for a stage's view, where every name is the command's
-// own: names under the reserved prefix are visited (the change set shows
-// them, and apply refuses them), and each path the exclude selectors cover
-// is passed to excluded, if set, instead of being skipped silently (nothing
-// beneath it is read).
-func walkView(ctx context.Context, root *fsx.Root, exclude tree.Selectors, excluded visitFunc, visit visitFunc) error {
-	// The negative control of the reserved-name tests skips them again.
-	keep := !failpoint.Disabled("reserved")
-	return walkTree(ctx, root, &walkOpts{exclude: exclude, keepReserved: keep, excluded: excluded}, visit)
-}
-
 type walkOpts struct {
 	exclude      tree.Selectors
 	keepReserved bool
@@ -358,20 +347,3 @@ func hashFile(r io.Reader, buf []byte) (string, int64, error) {
 }
 
 var bufPool = sync.Pool{New: func() any { b := make([]byte, 256<<10); return &b }}
-
-// specialError reports a path of a type wtx does not stage.
-func specialError(rel string, m fs.FileMode) error {
-	return fmt.Errorf("%s: %s: %w", rel, describeType(m), ErrSpecial)
-}
-
-func describeType(m fs.FileMode) string {
-	switch {
-	case m&fs.ModeNamedPipe != 0:
-		return "a FIFO"
-	case m&fs.ModeSocket != 0:
-		return "a socket"
-	case m&fs.ModeDevice != 0:
-		return "a device"
-	}
-	return "a special file"
-}
