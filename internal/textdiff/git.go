@@ -47,8 +47,8 @@ type Options struct {
 	// content is only reported as differing.
 	Binary bool
 	// NumberHunks writes each hunk's number (from 1, per file) after its
-	// "@@ ... @@" header, where git puts a section heading: "@@ -1,3 +1,4
-	// @@ hunk 1". git apply ignores it.
+	// "@@ ... @@" header, before the section heading git puts there:
+	// "@@ -1,3 +1,4 @@ hunk 1: func main() {". git apply ignores both.
 	NumberHunks bool
 }
 
@@ -179,16 +179,13 @@ func writeSection(buf *bytes.Buffer, fd FileDiff, om, nm uint32, opt Options) er
 	var lines [][]byte
 	for i, h := range Diff(old, nw, opt.Context) {
 		n := 0
-		heading := ""
 		if opt.NumberHunks {
 			n = i + 1
-		} else {
-			if lines == nil {
-				lines = splitLines(old)
-			}
-			heading = FuncHeading(lines, h)
 		}
-		writeHunk(buf, h, n, heading)
+		if lines == nil {
+			lines = splitLines(old)
+		}
+		writeHunk(buf, h, n, FuncHeading(lines, h))
 	}
 	return nil
 }
@@ -264,7 +261,11 @@ func writeHunk(buf *bytes.Buffer, h Hunk, n int, heading string) {
 	if n > 0 {
 		buf.WriteString(" hunk ")
 		buf.WriteString(strconv.Itoa(n))
-	} else if heading != "" {
+		if heading != "" {
+			buf.WriteByte(':')
+		}
+	}
+	if heading != "" {
 		buf.WriteByte(' ')
 		buf.WriteString(heading)
 	}

@@ -302,3 +302,23 @@ func TestGitAgreesOnHeaders(t *testing.T) {
 		}
 	}
 }
+
+// A numbered hunk keeps git's section heading after its number.
+func TestNumberedHunkKeepsHeading(t *testing.T) {
+	old := "package p\n\nfunc main() {\n\ta := 1\n\tb := 2\n\tc := 3\n\td := 4\n\te := 5\n}\n"
+	nw := strings.Replace(old, "d := 4", "d := 40", 1)
+	var plain, numbered bytes.Buffer
+	fd := FileDiff{Path: "p.go", Old: []byte(old), New: []byte(nw), OldMode: ModeFile, NewMode: ModeFile}
+	if err := WriteGitOptions(&plain, fd, Options{Context: 1}); err != nil {
+		t.Fatal(err)
+	}
+	if err := WriteGitOptions(&numbered, fd, Options{Context: 1, NumberHunks: true}); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(plain.String(), "@@ -6,3 +6,3 @@ func main() {\n") {
+		t.Fatalf("plain diff lacks the heading:\n%s", plain.String())
+	}
+	if !strings.Contains(numbered.String(), "@@ -6,3 +6,3 @@ hunk 1: func main() {\n") {
+		t.Fatalf("numbered diff lacks number and heading:\n%s", numbered.String())
+	}
+}
