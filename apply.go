@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/wtx-dev/wtx/internal/blob"
+	"github.com/wtx-dev/wtx/internal/engine"
 	"github.com/wtx-dev/wtx/internal/fsx"
 	"github.com/wtx-dev/wtx/internal/quote"
 	"github.com/wtx-dev/wtx/internal/stage"
@@ -240,15 +241,15 @@ func (s *Stage) apply(ctx context.Context, opts ApplyOptions) (res *ApplyResult,
 	if err != nil {
 		return nil, err
 	}
-	x := newExecutor(root, s.ws.blobs, chk.cas, s.ws.writeProgress(opts.Progress))
-	if !testHookStoredDamages {
-		x.held = batch.Held
+	held := batch.Held
+	if testHookStoredDamages {
+		held = nil
 	}
 	// Settling runs past the commit marker: an interrupt does not stop it.
 	settle := func() error {
 		return s.advanceBase(context.WithoutCancel(ctx), cs, slices.Concat(chk.todo, chk.already))
 	}
-	if err := s.ws.commitOp(ctx, x, rec, chk.todo, settle); err != nil {
+	if err := s.ws.commitOp(ctx, root, chk.cas.checked(chk.todo), held, s.ws.writeProgress(opts.Progress), rec, settle); err != nil {
 		return nil, err
 	}
 	res.OpID = opID
@@ -355,7 +356,7 @@ func (s *Stage) payloads(ctx context.Context, batch *blob.Batch, cs []tree.Chang
 	defer v.Close()
 	raw, _ := v.(stage.RawOpener)
 	shared := make([]*Conflict, len(cs))
-	w := startWorkers(ctx, len(cs))
+	w := engine.StartWorkers(ctx, len(cs))
 	for i := range cs {
 		c := &cs[i]
 		s.ws.progress(PhaseRead, i, len(cs))
@@ -363,14 +364,14 @@ func (s *Stage) payloads(ctx context.Context, batch *blob.Batch, cs []tree.Chang
 			continue
 		}
 		cur, inWS := ident[c.Path]
-		stored := intact(s.ws.blobs, blob.Digest(c.New.Digest))
+		stored := engine.Intact(s.ws.blobs, blob.Digest(c.New.Digest))
 		if stored && !inWS {
 			continue // it lands from the store, and no workspace file can share its inode
 		}
 		if raw != nil {
 			f, ok, err := raw.OpenRaw(c.Path)
 			if err != nil {
-				w.fail(stagingError(fmt.Errorf("read staged %s: %w", c.Path, err)))
+				w.Fail(stagingError(fmt.Errorf("read staged %s: %w", c.Path, err)))
 				break
 			}
 			if ok {
@@ -378,7 +379,7 @@ func (s *Stage) payloads(ctx context.Context, batch *blob.Batch, cs []tree.Chang
 					shared[i], err = storePayload(ctx, batch, c, f, cur, inWS, stored)
 					return err
 				}
-				if !w.do(run, func() { _ = f.Close() }) { // read-only
+				if !w.Do(run, func() { _ = f.Close() }) { // read-only
 					break
 				}
 				continue
@@ -386,7 +387,7 @@ func (s *Stage) payloads(ctx context.Context, batch *blob.Batch, cs []tree.Chang
 		}
 		f, err := v.OpenFile(c.Path)
 		if err != nil {
-			w.fail(stagingError(fmt.Errorf("read staged %s: %w", c.Path, err)))
+			w.Fail(stagingError(fmt.Errorf("read staged %s: %w", c.Path, err)))
 			break
 		}
 		run := func() error {
@@ -394,11 +395,11 @@ func (s *Stage) payloads(ctx context.Context, batch *blob.Batch, cs []tree.Chang
 			shared[i] = cf
 			return err
 		}
-		if !w.do(run, func() { _ = f.Close() }) { // read-only
+		if !w.Do(run, func() { _ = f.Close() }) { // read-only
 			break
 		}
 	}
-	if err := w.wait(); err != nil {
+	if err := w.Wait(); err != nil {
 		return nil, err
 	}
 	var out []Conflict

@@ -14,6 +14,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/wtx-dev/wtx/internal/engine"
 	"github.com/wtx-dev/wtx/internal/tree"
 )
 
@@ -116,7 +117,7 @@ func TestApplyUndoesEveryFailedStep(t *testing.T) {
 	}
 	after := snapshot(t, v.Root())
 	steps := -1
-	testHookStep = func(i int, s tree.Step) error {
+	engine.TestHookStep = func(i int, s tree.Step) error {
 		if i >= steps {
 			steps = i + 1
 		}
@@ -124,10 +125,10 @@ func TestApplyUndoesEveryFailedStep(t *testing.T) {
 	}
 	// Count the steps with a dry pass: the hook sees all of them on a
 	// successful apply, so fail at n for n = 0, 1, … until one succeeds.
-	defer func() { testHookStep = nil }()
+	defer func() { engine.TestHookStep = nil }()
 	injected := errors.New("injected failure")
 	for n := 0; ; n++ {
-		testHookStep = func(i int, s tree.Step) error {
+		engine.TestHookStep = func(i int, s tree.Step) error {
 			if i == n {
 				return injected
 			}
@@ -278,7 +279,7 @@ func TestRollbackKeepsWritesAfterLanding(t *testing.T) {
 				p := filepath.Join(work, target)
 				var wrote []byte
 				dirPerms := 0
-				testHookStep = func(i int, s tree.Step) error {
+				engine.TestHookStep = func(i int, s tree.Step) error {
 					if s.Kind != tree.StepDirPerm {
 						return nil
 					}
@@ -299,12 +300,12 @@ func TestRollbackKeepsWritesAfterLanding(t *testing.T) {
 					return injected
 				}
 				_, err = st.Apply(ctx, ApplyOptions{})
-				testHookStep = nil
+				engine.TestHookStep = nil
 				if wrote == nil {
 					t.Fatalf("the hook never wrote (apply: %v)", err)
 				}
-				if e := AsError(err); e == nil || e.Code != CodeInternal || !strings.Contains(e.Message, errWrittenSince.Error()) {
-					t.Fatalf("apply: %v; want %s saying the path was %q", err, CodeInternal, errWrittenSince)
+				if e := AsError(err); e == nil || e.Code != CodeInternal || !strings.Contains(e.Message, engine.ErrWrittenSince.Error()) {
+					t.Fatalf("apply: %v; want %s saying the path was %q", err, CodeInternal, engine.ErrWrittenSince)
 				}
 				got, rerr := os.ReadFile(p)
 				if rerr != nil || !bytes.Equal(got, wrote) {

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/wtx-dev/wtx/internal/blob"
+	"github.com/wtx-dev/wtx/internal/engine"
 	"github.com/wtx-dev/wtx/internal/fsx"
 	"github.com/wtx-dev/wtx/internal/quote"
 	"github.com/wtx-dev/wtx/internal/stage"
@@ -130,8 +131,8 @@ func (s *Stage) keepFromWorkspace(ctx context.Context, root *fsx.Root, batch *bl
 	if e.Type != tree.File || e.Digest == "" || s.ws.blobs.Has(blob.Digest(e.Digest)) {
 		return nil
 	}
-	cur, err := entryAt(ctx, root, e.Path, contentReader{})
-	if err != nil || !cur.holdsFile(e.Digest) {
+	cur, err := entryAt(ctx, root, e.Path, engine.ContentReader{})
+	if err != nil || !cur.HoldsFile(e.Digest) {
 		return nil // see above
 	}
 	// Streamed from the file, so that its holes stay holes in the store.

@@ -299,9 +299,10 @@ func AsError(err error) *Error {
 	if err == nil {
 		return nil
 	}
-	var e *Error
-	if errors.As(err, &e) {
+	if e, ee := firstError(err); e != nil {
 		return e
+	} else if ee != nil {
+		return fromEngine(ee) // the engine's errors, as the package's
 	}
 	code := CodeInternal
 	switch {

@@ -15,6 +15,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/wtx-dev/wtx/internal/blob"
+	"github.com/wtx-dev/wtx/internal/engine"
 	"github.com/wtx-dev/wtx/internal/failpoint"
 	"github.com/wtx-dev/wtx/internal/journal"
 	"github.com/wtx-dev/wtx/internal/quote"
@@ -567,7 +568,7 @@ func (fk *fsck) journalsOf(id, jdir string, ops []string) {
 		if err != nil {
 			detail := fmt.Sprintf("the journal of %s is damaged or missing (%v)", op, err)
 			if wsPath != "" {
-				if temps := findTemps(wsPath, 5); len(temps) > 0 {
+				if temps := engine.FindTemps(wsPath, 5); len(temps) > 0 {
 					detail += fmt.Sprintf("; the workspace %s holds wtx's temporary files (%s): the apply was interrupted after it touched the workspace", quotedName(wsPath), strings.Join(quotedNames(temps), ", "))
 				}
 			}
@@ -679,29 +680,5 @@ func quotedNames(names []string) []string {
 	for i, n := range names {
 		out[i] = quote.Path(n)
 	}
-	return out
-}
-
-// findTemps lists (relative paths of) up to limit entries of the workspace
-// at root named like wtx's temporary files: evidence that an apply touched
-// the workspace. Symbolic links are not followed.
-func findTemps(root string, limit int) []string {
-	var out []string
-	filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return nil // an unreadable directory holds no evidence we can see
-		}
-		if strings.HasPrefix(d.Name(), tempPrefix) {
-			rel, _ := filepath.Rel(root, p)
-			out = append(out, rel)
-			if len(out) >= limit {
-				return filepath.SkipAll
-			}
-			if d.IsDir() {
-				return filepath.SkipDir
-			}
-		}
-		return nil
-	})
 	return out
 }

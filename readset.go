@@ -6,6 +6,7 @@ import (
 	"io"
 	"io/fs"
 
+	"github.com/wtx-dev/wtx/internal/engine"
 	"github.com/wtx-dev/wtx/internal/fsx"
 	"github.com/wtx-dev/wtx/internal/tree"
 )
@@ -27,11 +28,11 @@ func (s *Stage) staleReads(ctx context.Context, root *fsx.Root, changes []tree.C
 		if changed[r.Path] {
 			continue
 		}
-		cur, err := entryAt(ctx, root, r.Path, contentReader{})
+		cur, err := entryAt(ctx, root, r.Path, engine.ContentReader{})
 		if err != nil {
 			return nil, err
 		}
-		if !cur.holdsFile(r.Digest) {
+		if !cur.HoldsFile(r.Digest) {
 			out = append(out, Conflict{Path: r.Path, Kind: "stale-read", Base: r.Digest, Current: cur.String(),
 				Detail: fmt.Sprintf("read by op %d; the workspace copy changed since", r.Seq)})
 		}

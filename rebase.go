@@ -8,6 +8,7 @@ import (
 	"sort"
 
 	"github.com/wtx-dev/wtx/internal/blob"
+	"github.com/wtx-dev/wtx/internal/engine"
 	"github.com/wtx-dev/wtx/internal/failpoint"
 	"github.com/wtx-dev/wtx/internal/fsx"
 	"github.com/wtx-dev/wtx/internal/quote"
@@ -84,11 +85,11 @@ func (s *Stage) rebase(ctx context.Context, merge, trial bool) (*RebaseResult, e
 	var failures []Conflict
 	for _, d := range drift {
 		p := d.Path
-		at, err := entryAt(ctx, root, p, contentReader{})
+		at, err := entryAt(ctx, root, p, engine.ContentReader{})
 		if err != nil {
 			return nil, err
 		}
-		if !at.found() || at.Entry.Type != tree.File {
+		if !at.Found() || at.Entry.Type != tree.File {
 			failures = append(failures, Conflict{Path: p, Kind: d.Kind, Detail: "the workspace no longer holds a file there; nothing to re-run the edits on"})
 			continue
 		}

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/wtx-dev/wtx/internal/blob"
+	"github.com/wtx-dev/wtx/internal/engine"
 	"github.com/wtx-dev/wtx/internal/failpoint"
 	"github.com/wtx-dev/wtx/internal/fsx"
 	"github.com/wtx-dev/wtx/internal/quote"
@@ -693,12 +694,12 @@ func (s *Stage) planRefresh(ctx context.Context, v stage.View, path string, side
 		return nil, AsError(err)
 	}
 	defer root.Close()
-	at, err := entryAt(ctx, root, path, contentReader{})
+	at, err := entryAt(ctx, root, path, engine.ContentReader{})
 	if err != nil {
 		return nil, err
 	}
-	absent := at.Presence == atAbsent || at.Presence == atNoParent || at.Presence == atParentNotDir
-	isFile := at.found() && at.Entry.Type == tree.File
+	absent := at.Presence == engine.Absent || at.Presence == engine.NoParent || at.Presence == engine.ParentNotDir
+	isFile := at.Found() && at.Entry.Type == tree.File
 	switch {
 	case b != nil && isFile && at.Entry.Digest == b.Digest && at.Entry.Perm == b.Perm:
 		return nil, nil // up to date

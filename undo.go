@@ -173,7 +173,7 @@ func (w *Workspace) UndoWith(ctx context.Context, ref string, opts UndoOptions) 
 		return nil, AsError(err)
 	}
 	committed = true
-	if err := w.commitOp(ctx, newExecutor(root, w.blobs, cas, w.writeProgress(nil)), rec, todo, nil); err != nil {
+	if err := w.commitOp(ctx, root, cas.checked(todo), nil, w.writeProgress(nil), rec, nil); err != nil {
 		return nil, err
 	}
 	res.OpID = opID

@@ -1,4 +1,4 @@
-package wtx
+package engine
 
 import (
 	"context"
@@ -11,16 +11,42 @@ import (
 	"github.com/wtx-dev/wtx/internal/tree"
 )
 
-// casReader is the compare half of the engine's compare-and-swap: it
-// compares what every path of a change set holds in the workspace now with
-// the change's pre-image (Old) and post-image (New). Apply and undo use it
-// to decide what to write, status and rebase to report drift, and recovery
-// to tell what an interrupted apply left. It remembers the object it saw at
-// each path (ident), which the executor checks again just before it
-// displaces it.
+// Checked is what a check of a change set found.
+type Checked struct {
+	// Todo are the changes to write (their paths hold Old), Already those
+	// in place (their paths hold New).
+	Todo, Already []tree.Change
+	// Conflicts are the paths that hold anything else: every one.
+	Conflicts []Conflict
+	// Ident holds, per path, the workspace object the check saw there,
+	// which the executor checks again just before it displaces it.
+	Ident map[string]fsx.Stat
+}
+
+// Check is the compare half of the engine's compare-and-swap: it compares
+// what every path of cs holds in the workspace at root now with the
+// change's pre-image (Old) and post-image (New). Apply and undo use it to
+// decide what to write, status and rebase to report drift, and recovery to
+// tell what an interrupted apply left. Without base it reads and hashes
+// every file (an apply or undo decides what to write on content alone);
+// with base, a file whose stat tuple still matches its entry in base is
+// trusted to hold its base digest (status, rebase, recovery). progress, if
+// set, hears of each path checked (i of n).
+func Check(ctx context.Context, root *fsx.Root, base *tree.Manifest, cs []tree.Change, progress func(i, n int)) (*Checked, error) {
+	c := newCASReader(root, base)
+	c.progress = progress
+	todo, already, conflicts, err := c.check(ctx, cs)
+	if err != nil {
+		return nil, err
+	}
+	return &Checked{Todo: todo, Already: already, Conflicts: conflicts, Ident: c.ident}, nil
+}
+
+// casReader reads a change set's paths for Check, remembering the object
+// it saw at each path (ident).
 type casReader struct {
 	root *fsx.Root
-	cr   contentReader
+	cr   ContentReader
 	// ident holds, per path, the workspace object the reader saw.
 	ident map[string]fsx.Stat
 	// progress, if set, hears of each path checked (i of n).
@@ -29,14 +55,11 @@ type casReader struct {
 	dirs *fsx.DirCache
 }
 
-// newCASReader returns a reader of root. Without base it reads and hashes
-// every file (an apply or undo decides what to write on content alone);
-// with base, a file whose stat tuple still matches its entry in base is
-// trusted to hold its base digest (status, rebase, recovery).
+// newCASReader returns a reader of root, with base as Check says.
 func newCASReader(root *fsx.Root, base *tree.Manifest) *casReader {
 	c := &casReader{root: root, ident: map[string]fsx.Stat{}}
 	if base != nil {
-		c.cr.known = func(rel string, st fsx.Stat) (string, bool) {
+		c.cr.Known = func(rel string, st fsx.Stat) (string, bool) {
 			b := base.Lookup(rel)
 			if b == nil || b.Type != tree.File || base.WSRacy(b) ||
 				b.WS != (tree.Stat{Ino: st.Ino, Dev: st.Dev, Size: st.Size, Mtime: st.Mtime, Ctime: st.Ctime}) {
@@ -82,12 +105,12 @@ func (c *casReader) check(ctx context.Context, cs []tree.Change) (todo, already 
 			continue
 		}
 		switch {
-		case cur.holds(ch.Old) && modeOnly(ch) && c.ident[ch.Path].Nlink > 1:
+		case cur.Holds(ch.Old) && modeOnly(ch) && c.ident[ch.Path].Nlink > 1:
 			// fchmod would change the file's other hard links too, which
 			// may lie outside the workspace.
-			conflicts = append(conflicts, Conflict{Path: ch.Path, Kind: "shared-inode",
+			conflicts = append(conflicts, Conflict{Path: ch.Path, Kind: KindSharedInode,
 				Detail: "a mode-only change of a file with other hard links would change them too"})
-		case cur.holds(ch.Old):
+		case cur.Holds(ch.Old):
 			if ch.Old != nil && ch.Old.Type == tree.Dir && (ch.New == nil || ch.New.Type != tree.Dir) {
 				if cf := c.checkEmptied(ch.Path, selected); cf != nil {
 					conflicts = append(conflicts, *cf)
@@ -95,7 +118,7 @@ func (c *casReader) check(ctx context.Context, cs []tree.Change) (todo, already 
 				}
 			}
 			todo = append(todo, ch)
-		case cur.holds(ch.New):
+		case cur.Holds(ch.New):
 			already = append(already, ch)
 		default:
 			conflicts = append(conflicts, describeConflict(ch, cur))
@@ -107,38 +130,38 @@ func (c *casReader) check(ctx context.Context, cs []tree.Change) (todo, already 
 // current reads what ch's path holds now. A directory above it that is in
 // the way gives a conflict, unless this change set makes or removes that
 // directory itself.
-func (c *casReader) current(ctx context.Context, ch tree.Change, selected map[string]*tree.Change) (nameAt, *Conflict, error) {
+func (c *casReader) current(ctx context.Context, ch tree.Change, selected map[string]*tree.Change) (NameAt, *Conflict, error) {
 	rel := ch.Path
 	cur, err := entryAtCached(ctx, c.dirs, rel, c.cr)
 	if errors.Is(err, errBeingWritten) {
-		return cur, &Conflict{Path: rel, Kind: "modified", Detail: errBeingWritten.Error()}, nil
+		return cur, &Conflict{Path: rel, Kind: KindModified, Detail: errBeingWritten.Error()}, nil
 	}
 	if err != nil {
 		return cur, nil, err
 	}
 	parent := tree.Parent(rel)
 	switch cur.Presence {
-	case atEntry:
+	case Present:
 		c.ident[rel] = cur.Stat
 		return cur, nil, nil
-	case atAbsent:
+	case Absent:
 		return cur, nil, nil
-	case atParentMount:
-		return cur, &Conflict{Path: rel, Kind: "boundary", Detail: "a directory above it is now a mount point"}, nil
-	case atParentLink:
+	case ParentMount:
+		return cur, &Conflict{Path: rel, Kind: KindBoundary, Detail: "a directory above it is now a mount point"}, nil
+	case ParentLink:
 		if created(parent, selected) {
-			return nameAt{Presence: atAbsent}, nil, nil // the link goes first, then the directory is made
+			return NameAt{Presence: Absent}, nil, nil // the link goes first, then the directory is made
 		}
-		return cur, &Conflict{Path: rel, Kind: "symlink", Detail: "a directory above it is now a symlink"}, nil
+		return cur, &Conflict{Path: rel, Kind: KindSymlink, Detail: "a directory above it is now a symlink"}, nil
 	}
 	// The directory above is gone or is no longer one.
 	if created(parent, selected) || ch.New == nil {
-		return nameAt{Presence: atAbsent}, nil, nil // it is made by this change set, or gone with it
+		return NameAt{Presence: Absent}, nil, nil // it is made by this change set, or gone with it
 	}
-	if cur.Presence == atNoParent {
-		return cur, &Conflict{Path: rel, Kind: "deleted", Detail: "its directory was removed outside the stage"}, nil
+	if cur.Presence == NoParent {
+		return cur, &Conflict{Path: rel, Kind: KindDeleted, Detail: "its directory was removed outside the stage"}, nil
 	}
-	return cur, &Conflict{Path: rel, Kind: "type-changed", Detail: "a directory above it is no longer a directory"}, nil
+	return cur, &Conflict{Path: rel, Kind: KindTypeChanged, Detail: "a directory above it is no longer a directory"}, nil
 }
 
 // checkEmptied refuses the removal of a directory that holds anything the
@@ -146,12 +169,12 @@ func (c *casReader) current(ctx context.Context, ch tree.Change, selected map[st
 func (c *casReader) checkEmptied(dir string, selected map[string]*tree.Change) *Conflict {
 	d, err := c.root.OpenDir(dir)
 	if err != nil {
-		return &Conflict{Path: dir, Kind: "type-changed", Detail: err.Error()}
+		return &Conflict{Path: dir, Kind: KindTypeChanged, Detail: err.Error()}
 	}
 	defer d.Close()
 	names, err := d.ReadDir()
 	if err != nil {
-		return &Conflict{Path: dir, Kind: "modified", Detail: err.Error()}
+		return &Conflict{Path: dir, Kind: KindModified, Detail: err.Error()}
 	}
 	for _, n := range names {
 		p := dir + "/" + n
@@ -161,7 +184,7 @@ func (c *casReader) checkEmptied(dir string, selected map[string]*tree.Change) *
 			// it blocks (as an apply's rmdir and recovery name it): its
 			// repairs exclude or rebase that path, never the newcomer,
 			// which no change names.
-			return &Conflict{Path: dir, Kind: "added-inside-deleted-dir",
+			return &Conflict{Path: dir, Kind: KindAddedInsideDeletedDir,
 				Detail: fmt.Sprintf("the stage deletes %s but %s is in it and was not there when the stage opened (or is not part of the stage)", quote.Path(dir), quote.Path(p))}
 		}
 	}
@@ -186,17 +209,17 @@ func created(dir string, selected map[string]*tree.Change) bool {
 }
 
 // describeConflict names how a path that holds neither side of c differs.
-func describeConflict(c tree.Change, cur nameAt) Conflict {
+func describeConflict(c tree.Change, cur NameAt) Conflict {
 	cf := Conflict{Path: c.Path, Base: sideDigest(c.Old), Current: cur.String()}
 	switch {
 	case c.Old == nil:
-		cf.Kind = "created"
-	case !cur.found():
-		cf.Kind = "deleted"
+		cf.Kind = KindCreated
+	case !cur.Found():
+		cf.Kind = KindDeleted
 	case cur.Entry.Type != c.Old.Type:
-		cf.Kind = "type-changed"
+		cf.Kind = KindTypeChanged
 	default:
-		cf.Kind = "modified"
+		cf.Kind = KindModified
 	}
 	return cf
 }

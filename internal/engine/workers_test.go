@@ -1,4 +1,4 @@
-package wtx
+package engine
 
 import (
 	"context"
@@ -11,7 +11,7 @@ import (
 // each of those is released instead, and wait returns the error.
 func TestWorkersStopAtFirstError(t *testing.T) {
 	boom := errors.New("boom")
-	w := startWorkers(context.Background(), 4)
+	w := StartWorkers(context.Background(), 4)
 	var ran, released atomic.Int64
 	for i := range 100 {
 		run := func() error {
@@ -21,9 +21,9 @@ func TestWorkersStopAtFirstError(t *testing.T) {
 			}
 			return nil
 		}
-		w.do(run, func() { released.Add(1) }) // released at once when the pass has failed
+		w.Do(run, func() { released.Add(1) }) // released at once when the pass has failed
 	}
-	if err := w.wait(); !errors.Is(err, boom) {
+	if err := w.Wait(); !errors.Is(err, boom) {
 		t.Fatalf("wait: %v, want the first error", err)
 	}
 	if got := ran.Load() + released.Load(); got != 100 {
@@ -38,13 +38,13 @@ func TestWorkersStopAtFirstError(t *testing.T) {
 // returns ctx's error.
 func TestWorkersStopWhenCanceled(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
-	w := startWorkers(ctx, 2)
+	w := StartWorkers(ctx, 2)
 	var ran atomic.Int64
 	cancel()
 	for range 10 {
-		w.do(func() error { ran.Add(1); return nil }, nil)
+		w.Do(func() error { ran.Add(1); return nil }, nil)
 	}
-	if err := w.wait(); !errors.Is(err, context.Canceled) {
+	if err := w.Wait(); !errors.Is(err, context.Canceled) {
 		t.Fatalf("wait: %v, want context.Canceled", err)
 	}
 	if ran.Load() != 0 {

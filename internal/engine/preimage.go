@@ -1,4 +1,4 @@
-package wtx
+package engine
 
 import (
 	"context"
@@ -14,14 +14,14 @@ import (
 	"github.com/wtx-dev/wtx/internal/tree"
 )
 
-// keepPreimages makes sure the content every change of todo displaces is
+// KeepPreimages makes sure the content every change of todo displaces is
 // in the blob store before the op's journal is written, so that the op can
 // be undone: content the store holds intact already (a run keeps the base
 // content of what its command changed) is left alone, and any other is
-// copied into batch, checked against the object and digest the casReader
+// copied into batch, checked against the object and digest Check
 // saw (ident); a damaged object is so replaced, and heals.
 // Each content is read and written once, however many paths held it.
-func keepPreimages(ctx context.Context, root *fsx.Root, store *blob.Store, batch *blob.Batch, todo []tree.Change, ident map[string]fsx.Stat) error {
+func KeepPreimages(ctx context.Context, root *fsx.Root, store *blob.Store, batch *blob.Batch, todo []tree.Change, ident map[string]fsx.Stat) error {
 	if failpoint.Disabled("keep-preimage") {
 		return nil // negative control: an op that cannot be undone
 	}
@@ -57,7 +57,7 @@ func keepPreimages(ctx context.Context, root *fsx.Root, store *blob.Store, batch
 }
 
 // allIntact reports which of digests the blob store holds intact (see
-// intact), verified by a few workers: it reads and hashes every object.
+// Intact), verified by a few workers: it reads and hashes every object.
 func allIntact(store *blob.Store, digests []blob.Digest) map[blob.Digest]bool {
 	ok := make([]bool, len(digests))
 	var next atomic.Int64
@@ -67,7 +67,7 @@ func allIntact(store *blob.Store, digests []blob.Digest) map[blob.Digest]bool {
 		go func() {
 			defer wg.Done()
 			for i := int(next.Add(1) - 1); i < len(digests); i = int(next.Add(1) - 1) {
-				ok[i] = intact(store, digests[i])
+				ok[i] = Intact(store, digests[i])
 			}
 		}()
 	}
@@ -80,20 +80,20 @@ func allIntact(store *blob.Store, digests []blob.Digest) map[blob.Digest]bool {
 }
 
 // copyPreimage copies the file at c's path, which must still be the object
-// id the casReader saw holding c.Old, into batch. (WTX_DISABLE=cas, the
+// id Check saw holding c.Old, into batch. (WTX_DISABLE=cas, the
 // negative control of the compare-and-swap, stores whatever is there.)
 func copyPreimage(ctx context.Context, root *fsx.Root, batch *blob.Batch, c tree.Change, id fsx.Stat) error {
 	noCAS := failpoint.Disabled("cas")
-	changed := &Error{Code: CodeUnstable, Err: errBeingWritten,
-		Message: fmt.Sprintf("%s changed while it was applied; run the apply again", quote.Path(c.Path))}
+	changed := &Error{Kind: ErrUnstable, Err: errBeingWritten,
+		Msg: fmt.Sprintf("%s changed while it was applied; run the apply again", quote.Path(c.Path))}
 	d, err := root.OpenDir(tree.Parent(c.Path))
 	if err != nil {
-		return AsError(fmt.Errorf("store pre-image of %s: %w", quote.Path(c.Path), err))
+		return cause(fmt.Errorf("store pre-image of %s: %w", quote.Path(c.Path), err))
 	}
 	defer d.Close()
 	f, err := d.Open(tree.Base(c.Path))
 	if err != nil {
-		return AsError(fmt.Errorf("store pre-image of %s: %w", quote.Path(c.Path), err))
+		return cause(fmt.Errorf("store pre-image of %s: %w", quote.Path(c.Path), err))
 	}
 	defer f.Close()
 	if !noCAS && f.Stat().Ino != id.Ino {
@@ -101,7 +101,7 @@ func copyPreimage(ctx context.Context, root *fsx.Root, batch *blob.Batch, c tree
 	}
 	got, _, err := batch.PutFile(ctx, f)
 	if err != nil {
-		return AsError(fmt.Errorf("store pre-image of %s: %w", quote.Path(c.Path), err))
+		return cause(fmt.Errorf("store pre-image of %s: %w", quote.Path(c.Path), err))
 	}
 	if string(got) != c.Old.Digest && !noCAS {
 		return changed
@@ -109,9 +109,9 @@ func copyPreimage(ctx context.Context, root *fsx.Root, batch *blob.Batch, c tree
 	return nil
 }
 
-// intact reports whether the blob store holds object d with its content
+// Intact reports whether the blob store holds object d with its content
 // whole: a damaged object counts as missing, so that storing its content
 // again replaces it (heals it) instead of relying on it.
-func intact(store *blob.Store, d blob.Digest) bool {
+func Intact(store *blob.Store, d blob.Digest) bool {
 	return store.Verify(d) == nil
 }

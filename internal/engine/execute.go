@@ -1,32 +1,27 @@
-package wtx
+package engine
 
 import (
 	"context"
 	"errors"
 	"fmt"
 	"io/fs"
-	"sync"
-	"sync/atomic"
 	"syscall"
-
-	"golang.org/x/sys/unix"
 
 	"github.com/wtx-dev/wtx/internal/blob"
 	"github.com/wtx-dev/wtx/internal/failpoint"
 	"github.com/wtx-dev/wtx/internal/fsx"
 	"github.com/wtx-dev/wtx/internal/journal"
-	"github.com/wtx-dev/wtx/internal/quote"
 	"github.com/wtx-dev/wtx/internal/tree"
 )
 
 // This file is the swap half of the compare-and-swap: the executor runs a
 // journaled plan on the workspace, one function per step kind, each
 // returning how to undo it. Every step checks once more that the object it
-// displaces is the one the casReader saw (ident).
+// displaces is the one Check saw (ident).
 
-// testHookStep, when set by a test, runs before each plan step; an error
+// TestHookStep, when set by a test, runs before each plan step; an error
 // makes that step fail.
-var testHookStep func(i int, st tree.Step) error
+var TestHookStep func(i int, st tree.Step) error
 
 // tempPrefix starts the name of every temporary file wtx makes in a
 // workspace directory while it applies.
@@ -36,7 +31,7 @@ const tempPrefix = journal.TempPrefix
 type executor struct {
 	root  *fsx.Root
 	blobs *blob.Store
-	// ident holds, per path, the object the casReader saw there.
+	// ident holds, per path, the object Check saw there.
 	ident map[string]fsx.Stat
 	// rmdirs holds the directories the plan removes: what is moved aside
 	// inside them is unlinked at once (it would keep them from going).
@@ -74,8 +69,8 @@ type trashItem struct {
 
 // newExecutor returns an executor of root whose compare-and-swap checks
 // against what cas saw.
-func newExecutor(root *fsx.Root, blobs *blob.Store, cas *casReader, progress func(i, n int)) *executor {
-	return &executor{root: root, blobs: blobs, ident: cas.ident, rmdirs: map[string]bool{}, progress: progress}
+func newExecutor(root *fsx.Root, blobs *blob.Store, ident map[string]fsx.Stat, progress func(i, n int)) *executor {
+	return &executor{root: root, blobs: blobs, ident: ident, rmdirs: map[string]bool{}, progress: progress}
 }
 
 // records journals steps: each gets its temporary name (in its directory),
@@ -119,13 +114,12 @@ func (x *executor) execute(ctx context.Context, recs []journal.Record) (err erro
 			}
 		}
 		if len(uerrs) > 0 {
-			err = &Error{Code: CodeInternal,
-				Message: fmt.Sprintf("apply failed (%v) and could not be fully undone: %v; the journal is kept for recovery", err, errors.Join(uerrs...))}
+			err = notUndone(fmt.Sprintf("apply failed (%v) and could not be fully undone: %v; the journal is kept for recovery", err, errors.Join(uerrs...)))
 			return
 		}
 		var e *Error
-		if errors.As(err, &e) && e.Code == CodeTargetChanged {
-			e.Message += "; nothing was written" // only now is it so
+		if errors.As(err, &e) && e.Kind == ErrChanged {
+			e.Msg += "; nothing was written" // only now is it so
 		}
 	}()
 	for i, r := range recs {
@@ -133,9 +127,9 @@ func (x *executor) execute(ctx context.Context, recs []journal.Record) (err erro
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		if testHookStep != nil {
-			if err := testHookStep(i, st); err != nil {
-				return AsError(err)
+		if TestHookStep != nil {
+			if err := TestHookStep(i, st); err != nil {
+				return cause(err)
 			}
 		}
 		if st.Kind == tree.StepDirPerm {
@@ -177,7 +171,7 @@ func (x *executor) execute(ctx context.Context, recs []journal.Record) (err erro
 		}
 	}
 	if err := syncAll(x.root, inPlace, dirs); err != nil {
-		return AsError(fmt.Errorf("sync the workspace: %w", err))
+		return cause(fmt.Errorf("sync the workspace: %w", err))
 	}
 	return nil
 }
@@ -191,7 +185,7 @@ func (x *executor) landOne(pw *pendingWrite) error {
 	defer d.Close()
 	if err := d.RenameNoReplace(pw.tmp, d, tree.Base(pw.path)); err != nil {
 		if errors.Is(err, fs.ErrExist) {
-			return &Conflict{Path: pw.path, Kind: "created"}
+			return &Conflict{Path: pw.path, Kind: KindCreated}
 		}
 		return err
 	}
@@ -203,11 +197,9 @@ func (x *executor) landOne(pw *pendingWrite) error {
 func stepError(st tree.Step, err error) error {
 	var cf *Conflict
 	if errors.As(err, &cf) {
-		return &Error{Code: CodeTargetChanged,
-			Message:   fmt.Sprintf("%s changed outside the stage while it was applied (%s)", quote.Path(cf.Path), cf.Kind),
-			Conflicts: []Conflict{*cf}}
+		return changed(*cf)
 	}
-	return AsError(fmt.Errorf("apply %s %s: %w", st.Kind, st.Path, err))
+	return cause(fmt.Errorf("apply %s %s: %w", st.Kind, st.Path, err))
 }
 
 // land writes the pending new files under their temporary names, in
@@ -232,7 +224,7 @@ func (x *executor) land(ctx context.Context) error {
 		temps[i] = tree.Parent(pw.path) + "\x00" + pw.tmp
 	}
 	if err := syncFiles(x.root, temps); err != nil {
-		return AsError(fmt.Errorf("sync the new files: %w", err))
+		return cause(fmt.Errorf("sync the new files: %w", err))
 	}
 	for _, pw := range x.pending {
 		if err := x.landOne(pw); err != nil {
@@ -317,7 +309,7 @@ func (x *executor) rmdir(d *fsx.Dir, r journal.Record) (func() error, error) {
 	}
 	if err := d.Rmdir(name); err != nil {
 		if errors.Is(err, syscall.ENOTEMPTY) || errors.Is(err, fs.ErrExist) {
-			return nil, &Conflict{Path: st.Path, Kind: "added-inside-deleted-dir"}
+			return nil, &Conflict{Path: st.Path, Kind: KindAddedInsideDeletedDir}
 		}
 		return nil, err
 	}
@@ -331,7 +323,7 @@ func (x *executor) mkdir(d *fsx.Dir, r journal.Record) (func() error, error) {
 	name := tree.Base(r.Step.Path)
 	if err := d.Mkdir(name, 0o700); err != nil {
 		if errors.Is(err, fs.ErrExist) {
-			return nil, &Conflict{Path: r.Step.Path, Kind: "created"}
+			return nil, &Conflict{Path: r.Step.Path, Kind: KindCreated}
 		}
 		return nil, err
 	}
@@ -358,7 +350,7 @@ func (x *executor) write(d *fsx.Dir, r journal.Record) (func() error, error) {
 		if err := d.RenameNoReplace(tmp, d, name); err != nil {
 			_ = d.Unlink(tmp) // best effort: a leftover is the journal's to remove
 			if errors.Is(err, fs.ErrExist) {
-				return nil, &Conflict{Path: st.Path, Kind: "created"}
+				return nil, &Conflict{Path: st.Path, Kind: KindCreated}
 			}
 			return nil, err
 		}
@@ -376,7 +368,7 @@ func (x *executor) write(d *fsx.Dir, r journal.Record) (func() error, error) {
 	if err := d.Exchange(tmp, d, name); err != nil {
 		_ = d.Unlink(tmp) // best effort: a leftover is the journal's to remove
 		if errors.Is(err, fs.ErrNotExist) {
-			return nil, &Conflict{Path: st.Path, Kind: "deleted"}
+			return nil, &Conflict{Path: st.Path, Kind: KindDeleted}
 		}
 		return nil, err
 	}
@@ -388,7 +380,7 @@ func (x *executor) write(d *fsx.Dir, r journal.Record) (func() error, error) {
 			return nil, putBackError(st.Path, fmt.Errorf("changed while the apply ran"), rerr)
 		}
 		_ = d.Unlink(tmp) // best effort: a leftover is the journal's to remove
-		return nil, &Conflict{Path: st.Path, Kind: "modified", Detail: "changed while the apply ran"}
+		return nil, &Conflict{Path: st.Path, Kind: KindModified, Detail: "changed while the apply ran"}
 	}
 	t := x.moveAside(st.Path, tmp)
 	return x.undoIn(st.Path, func(d *fsx.Dir) error {
@@ -407,7 +399,7 @@ func (x *executor) write(d *fsx.Dir, r journal.Record) (func() error, error) {
 // (err): a conflict when a directory above it became a symlink.
 func dirError(path string, err error) error {
 	if errors.Is(err, fsx.ErrSymlink) {
-		return &Conflict{Path: path, Kind: "symlink", Detail: "a directory above it became a symlink"}
+		return &Conflict{Path: path, Kind: KindSymlink, Detail: "a directory above it became a symlink"}
 	}
 	return err
 }
@@ -445,13 +437,13 @@ func (x *executor) queue(r journal.Record) func() error {
 	})
 }
 
-// errWrittenSince is the undo of a write step that finds its path no
+// ErrWrittenSince is the undo of a write step that finds its path no
 // longer holding what the step wrote: someone wrote into it (or replaced
 // it) after it landed, and putting the pre-image back would throw that
 // away. The path is left as it is; the apply then fails as not fully
 // undone, its journal stays, and recovery reports the path (it never
 // overwrites a change made outside).
-var errWrittenSince = errors.New("changed outside the stage after the apply wrote it; left as it is")
+var ErrWrittenSince = errors.New("changed outside the stage after the apply wrote it; left as it is")
 
 // stillWritten checks, before the undo of a write step, that name holds
 // what the step wrote (e), content and mode; it reads the file (an undo
@@ -460,12 +452,12 @@ func stillWritten(d *fsx.Dir, rel, name string, e *tree.Entry) error {
 	if failpoint.Disabled("still-written") {
 		return nil // negative control: a rollback that overwrites later writes
 	}
-	at, err := entryIn(context.Background(), d, rel, name, contentReader{})
+	at, err := EntryIn(context.Background(), d, rel, name, ContentReader{})
 	if err != nil {
 		return err
 	}
-	if !at.holds(e) {
-		return errWrittenSince
+	if !at.Holds(e) {
+		return ErrWrittenSince
 	}
 	return nil
 }
@@ -488,7 +480,7 @@ func (x *executor) dirPerm(d *fsx.Dir, r journal.Record) (func() error, error) {
 	st, name := r.Step, tree.Base(r.Step.Path)
 	cur, err := d.Lstat(name)
 	if err != nil || !cur.Mode.IsDir() {
-		return nil, &Conflict{Path: st.Path, Kind: "type-changed"}
+		return nil, &Conflict{Path: st.Path, Kind: KindTypeChanged}
 	}
 	if err := d.Chmod(name, fs.FileMode(st.New.Perm)); err != nil {
 		return nil, err
@@ -497,7 +489,7 @@ func (x *executor) dirPerm(d *fsx.Dir, r journal.Record) (func() error, error) {
 	return x.undoIn(st.Path, func(d *fsx.Dir) error { return d.Chmod(name, old) }), nil
 }
 
-// same checks that name in d is the object the casReader saw at rel: the
+// same checks that name in d is the object Check saw at rel: the
 // swap half of the compare-and-swap.
 func (x *executor) same(d *fsx.Dir, rel, name string) error {
 	return x.matches(d, rel, name, false)
@@ -516,10 +508,10 @@ func (x *executor) untouched(d *fsx.Dir, rel, name string) error {
 func (x *executor) matches(d *fsx.Dir, rel, name string, strict bool) error {
 	st, err := d.Lstat(name)
 	if errors.Is(err, fs.ErrNotExist) {
-		return &Conflict{Path: rel, Kind: "deleted"}
+		return &Conflict{Path: rel, Kind: KindDeleted}
 	}
 	if err != nil {
-		return &Conflict{Path: rel, Kind: "modified", Detail: err.Error()}
+		return &Conflict{Path: rel, Kind: KindModified, Detail: err.Error()}
 	}
 	if failpoint.Disabled("cas") {
 		return nil
@@ -528,9 +520,9 @@ func (x *executor) matches(d *fsx.Dir, rel, name string, strict bool) error {
 	switch {
 	case !ok, want.Ino != st.Ino, want.Mode.Type() != st.Mode.Type(),
 		st.Mode.IsRegular() && (want.Size != st.Size || want.Mtime != st.Mtime):
-		return &Conflict{Path: rel, Kind: "modified"}
+		return &Conflict{Path: rel, Kind: KindModified}
 	case strict && !st.Mode.IsDir() && want.Nlink == 1 && st.Nlink == 1 && want.Ctime != st.Ctime:
-		return &Conflict{Path: rel, Kind: "modified", Detail: "changed in place while the apply ran"}
+		return &Conflict{Path: rel, Kind: KindModified, Detail: "changed in place while the apply ran"}
 	}
 	return nil
 }
@@ -546,7 +538,7 @@ func (x *executor) moveAside(rel, tmp string) *trashItem {
 // had moved: it is an internal error, so the journal stays and recovery
 // finishes the rollback.
 func putBackError(rel string, err, rerr error) error {
-	return &Error{Code: CodeInternal, Message: fmt.Sprintf("apply %s: %v, and it could not be put back: %v", rel, err, rerr)}
+	return notUndone(fmt.Sprintf("apply %s: %v, and it could not be put back: %v", rel, err, rerr))
 }
 
 // undoIn returns an undo action that runs fn on rel's parent directory,
@@ -562,444 +554,5 @@ func (x *executor) undoIn(rel string, fn func(d *fsx.Dir) error) func() error {
 			return fmt.Errorf("undo %s: %w", rel, err)
 		}
 		return nil
-	}
-}
-
-// prepareTemps writes the new content of every file and symlink the plan
-// writes under its temporary name before any step runs, in every directory
-// that exists already, and makes them durable together. Steps whose
-// directory the plan creates (or opens to its owner) make their own
-// temporary file when they run (see land). The files are written by a few
-// workers, a directory at a time each, which resolves the directory once:
-// creating a file is, on many file systems, kernel time that spreads over
-// the cores.
-func (x *executor) prepareTemps(recs []journal.Record) error {
-	x.pretemps = map[string]string{}
-	// Directories the plan makes, or opens to their owner in its first
-	// steps, cannot take a temporary file before the steps run.
-	made := map[string]bool{}
-	for _, r := range recs {
-		if r.Step.Kind == tree.StepMkdir || r.Step.Opens() {
-			made[r.Step.Path] = true
-		}
-	}
-	inNewDir := func(p string) bool {
-		for d := tree.Parent(p); ; d = tree.Parent(d) {
-			if made[d] {
-				return true
-			}
-			if d == "." {
-				return false
-			}
-		}
-	}
-	var (
-		jobs  []tempJob
-		files []string
-	)
-	for _, r := range recs {
-		if (r.Step.Kind != tree.StepWrite && r.Step.Kind != tree.StepSymlink) || inNewDir(r.Step.Path) {
-			continue
-		}
-		jobs = append(jobs, tempJob{path: r.Step.Path, e: r.Step.New, prefix: r.Tmp, done: func(tmp string) {
-			x.pretemps[r.Tmp] = tmp
-			if r.Step.Kind == tree.StepWrite {
-				files = append(files, tree.Parent(r.Step.Path)+"\x00"+tmp)
-			}
-		}})
-	}
-	if _, err := x.writeTemps(context.Background(), jobs, "apply:temp-prepared"); err != nil {
-		return err // what was prepared is in pretemps: dropPretemps removes it
-	}
-	return syncFiles(x.root, files)
-}
-
-// tempJob is one temporary file to write: e under a fresh name starting
-// with prefix, in the directory of path; done hears the name once the file
-// is written.
-type tempJob struct {
-	path, prefix string
-	e            *tree.Entry
-	done         func(tmp string)
-}
-
-// writeTemps writes the temporary file of each job, unsynced: the jobs of
-// one directory by one goroutine (see workers), which opens the directory
-// once. Each written file passes the failpoint hit. It stops at the first
-// failure (or once ctx ends) and returns it with its job's path; done has
-// been called, one call at a time, for every file written until then.
-func (x *executor) writeTemps(ctx context.Context, jobs []tempJob, hit string) (string, error) {
-	var batches [][]tempJob
-	at := map[string]int{}
-	for _, j := range jobs {
-		dir := tree.Parent(j.path)
-		i, ok := at[dir]
-		if !ok {
-			i = len(batches)
-			at[dir] = i
-			batches = append(batches, nil)
-		}
-		batches[i] = append(batches[i], j)
-	}
-	var (
-		mu        sync.Mutex
-		firstErr  error
-		firstPath string
-	)
-	failed := func(path string, err error) error {
-		mu.Lock()
-		defer mu.Unlock()
-		if firstErr == nil {
-			firstErr, firstPath = err, path
-		}
-		return err
-	}
-	w := startWorkers(ctx, len(batches))
-	for _, batch := range batches {
-		run := func() error {
-			d, err := x.root.OpenDir(tree.Parent(batch[0].path))
-			if err != nil {
-				return failed(batch[0].path, err)
-			}
-			defer d.Close() // a directory handle: the files are written and closed
-			for _, j := range batch {
-				tmp, err := x.writeTemp(d, j.e, j.prefix, false)
-				if err != nil {
-					return failed(j.path, err)
-				}
-				mu.Lock()
-				j.done(tmp)
-				mu.Unlock()
-				failpoint.Hit(hit)
-			}
-			return nil
-		}
-		if !w.do(run, nil) {
-			break
-		}
-	}
-	err := w.wait()
-	if firstErr != nil {
-		return firstPath, firstErr
-	}
-	return "", err // the end of ctx, or nil
-}
-
-// dropPretemps removes the prepared temporary files no step consumed. It
-// reports whether every one is gone.
-func (x *executor) dropPretemps(recs []journal.Record) bool {
-	clean := true
-	dirs := fsx.NewDirCache(x.root)
-	defer dirs.Close()
-	for _, r := range recs {
-		tmp, ok := x.pretemps[r.Tmp]
-		if !ok {
-			continue
-		}
-		d, err := dirs.Open(tree.Parent(r.Step.Path))
-		if err != nil {
-			// The directory is not reachable as one (replaced by a link,
-			// moved away): the file may still be in it, wherever it went,
-			// and only the journal's recovery finds it once it is back.
-			clean = false
-			continue
-		}
-		if err := d.Unlink(tmp); err != nil && !errors.Is(err, fs.ErrNotExist) {
-			clean = false
-		}
-	}
-	x.pretemps = nil
-	return clean
-}
-
-// cleanup removes the pre-images moved aside during execute; it runs once
-// the op is committed (their content is in the blob store). Each directory
-// is opened once, whatever number of pre-images it holds, and a few
-// directories are emptied at once: freeing a file's blocks is the kernel's
-// work, done on as many processors as ask. It reports whether every one is
-// gone and synced; if not, the committed journal is kept so that recovery
-// finishes the cleanup.
-func (x *executor) cleanup() bool {
-	var order []string
-	byDir := map[string][]*trashItem{}
-	for _, t := range x.trash {
-		if !t.live {
-			continue
-		}
-		if _, ok := byDir[t.dir]; !ok {
-			order = append(order, t.dir)
-		}
-		byDir[t.dir] = append(byDir[t.dir], t)
-	}
-	var left atomic.Bool
-	_ = fsx.Each(len(order), maxWorkers, func(i int) error { // never fails: left says what stayed
-		if !x.emptyTrash(order[i], byDir[order[i]]) {
-			left.Store(true)
-		}
-		return nil
-	})
-	// The removals are durable before the journal goes.
-	if err := syncDirs(x.root, order); err != nil {
-		return false
-	}
-	return !left.Load()
-}
-
-// emptyTrash removes the pre-images items moved aside in dir and reports
-// whether all of them are gone.
-func (x *executor) emptyTrash(dir string, items []*trashItem) bool {
-	d, err := x.root.OpenDir(dir)
-	if err != nil {
-		return false
-	}
-	defer d.Close()
-	clean := true
-	for _, t := range items {
-		// A pre-image moved aside is a file or a symlink; a directory
-		// (which unlink refuses) is looked at only then.
-		err := removeOpening(d, t.name, d.Unlink)
-		if err != nil && !errors.Is(err, fs.ErrNotExist) {
-			if st, serr := d.Lstat(t.name); serr == nil && st.Mode.IsDir() {
-				err = removeOpening(d, t.name, d.Rmdir)
-			}
-		}
-		if err != nil && !errors.Is(err, fs.ErrNotExist) {
-			clean = false
-		}
-		failpoint.Hit("apply:cleanup")
-	}
-	return clean
-}
-
-// removeOpening removes name from d with remove. A directory the op itself
-// closed to its owner (read-only, made so by its last steps) refuses an
-// ordinary user's removal of wtx's own temporary names in it: then the
-// directory gets its owner's write and search bits for the removal and its
-// mode back after it. (A crash in between leaves those bits; the recovery
-// that finishes the op puts the mode its journal recorded back.)
-func removeOpening(d *fsx.Dir, name string, remove func(string) error) error {
-	return opening(d, func() error { return remove(name) })
-}
-
-// opening runs change, a change of d's entries; when d's mode refuses it
-// for want of the owner's write and search bits (a directory an op closed),
-// it runs it again with those bits added for the while, and puts d's mode
-// back after it.
-func opening(d *fsx.Dir, change func() error) error {
-	err := change()
-	if !errors.Is(err, fs.ErrPermission) || failpoint.Disabled("open-to-clean") {
-		return err
-	}
-	perm, perr := d.Perm()
-	if perr != nil || perm&0o300 == 0o300 {
-		return err // not for want of the owner's bits
-	}
-	if err := d.SetPerm(perm | 0o300); err != nil {
-		return err
-	}
-	err = change()
-	return errors.Join(err, d.SetPerm(perm))
-}
-
-// restoreEntry recreates a removed file or symlink from its pre-image (a
-// file's content comes from the blob store), under a temporary name that
-// starts with prefix (restorePrefixOf) until it is in place.
-func restoreEntry(blobs *blob.Store, d *fsx.Dir, name string, old *tree.Entry, prefix string) error {
-	tmp, err := writeTemp(blobs, d, old, prefix, true)
-	if err != nil {
-		return err
-	}
-	if err := d.RenameNoReplace(tmp, d, name); err != nil {
-		_ = d.Unlink(tmp) // best effort: recovery removes restore- leftovers
-		return err
-	}
-	return nil
-}
-
-// writeTemp is the package's writeTemp, with the content of a payload
-// the apply holds in memory taken from there (x.held).
-func (x *executor) writeTemp(d *fsx.Dir, e *tree.Entry, prefix string, durable bool) (string, error) {
-	if x.held == nil || e.Type != tree.File {
-		return writeTemp(x.blobs, d, e, prefix, durable)
-	}
-	data, ok := x.held(blob.Digest(e.Digest))
-	if !ok {
-		return writeTemp(x.blobs, d, e, prefix, durable)
-	}
-	return writeTempFrom(d, e, prefix, durable, func(f *fsx.File) error { return f.WriteAt(data, 0) })
-}
-
-// writeTemp writes e (a file's blob, or a symlink) under a fresh temporary
-// name in d, synced when durable, and returns the name.
-func writeTemp(blobs *blob.Store, d *fsx.Dir, e *tree.Entry, prefix string, durable bool) (string, error) {
-	// The content is checked against its digest as it is copied: a
-	// damaged blob never lands (the temporary file goes below).
-	return writeTempFrom(d, e, prefix, durable, func(f *fsx.File) error {
-		_, err := blobs.CopyToFile(context.Background(), f, blob.Digest(e.Digest))
-		return err
-	})
-}
-
-// writeTempFrom writes e under a fresh temporary name in d, a file's
-// content with fill, synced when durable, and returns the name.
-func writeTempFrom(d *fsx.Dir, e *tree.Entry, prefix string, durable bool, fill func(*fsx.File) error) (string, error) {
-	if e.Type == tree.Symlink {
-		tmp := prefix + "l"
-		if err := d.Symlink(e.Target, tmp); err != nil {
-			return "", err
-		}
-		return tmp, nil
-	}
-	// Made with its permission bits when the umask leaves them whole,
-	// else private until its fchmod.
-	perm := fs.FileMode(e.Perm)
-	exact := fsx.ExactPerm(perm)
-	made := perm
-	if !exact {
-		made = 0o600
-	}
-	f, tmp, err := d.CreateTempFile(prefix, made)
-	if err != nil {
-		return "", err
-	}
-	err = fill(f)
-	if err == nil && !exact {
-		err = f.Chmod(perm)
-	}
-	if err == nil && durable {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		_ = d.Unlink(tmp) // best effort: the caller reports err
-		return "", err
-	}
-	return tmp, nil
-}
-
-// syncDirs makes the entries of dirs durable (see syncAll).
-func syncDirs(root *fsx.Root, dirs []string) error { return syncAll(root, nil, dirs) }
-
-// syncFiles makes the content of files durable (see syncAll).
-func syncFiles(root *fsx.Root, files []string) error { return syncAll(root, files, nil) }
-
-// syncAll makes the content of files (each "dir\x00name") and the entries
-// of dirs durable: one syncfs of the workspace's filesystem while little
-// else is dirty (fsx.BulkSync), else an fsync of each file, then of each
-// directory, a few at a time.
-func syncAll(root *fsx.Root, files, dirs []string) error {
-	if len(files) == 0 && len(dirs) == 0 {
-		return nil
-	}
-	if fsx.BulkSync(len(files) + len(dirs)) {
-		if done, err := syncFS(root); done {
-			return err
-		}
-	}
-	// An object whose mode denies this process reading it cannot be
-	// opened to be synced: the whole file system is, once, instead.
-	var closed atomic.Bool
-	denied := func(err error) error {
-		if errors.Is(err, fs.ErrPermission) {
-			closed.Store(true)
-			return nil
-		}
-		return err
-	}
-	err := fsx.Each(len(files), fsx.SyncInFlight, func(i int) error {
-		dir, name, _ := cutNUL(files[i])
-		return denied(syncFileIn(root, dir, name))
-	})
-	if err != nil {
-		return err
-	}
-	err = fsx.Each(len(dirs), fsx.SyncInFlight, func(i int) error {
-		d, err := root.OpenDir(dirs[i])
-		if err != nil {
-			return denied(err)
-		}
-		defer d.Close()
-		return d.Sync()
-	})
-	if err != nil || !closed.Load() {
-		return err
-	}
-	return syncEverything(root)
-}
-
-// syncEverything makes everything written on the workspace's file system
-// durable: syncfs where there is one, else sync(2), which on some systems
-// only starts the writes (there, an object this process cannot open is
-// synced as well as the system allows).
-func syncEverything(root *fsx.Root) error {
-	if done, err := syncFS(root); done {
-		return err
-	}
-	unix.Sync()
-	return nil
-}
-
-func cutNUL(s string) (string, string, bool) {
-	for i := 0; i < len(s); i++ {
-		if s[i] == 0 {
-			return s[:i], s[i+1:], true
-		}
-	}
-	return s, "", false
-}
-
-func syncFileIn(root *fsx.Root, dir, name string) error {
-	d, err := root.OpenDir(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return syncEntry(d, name, false)
-}
-
-// syncEntry fsyncs the file, or with dir the directory, name in d.
-func syncEntry(d *fsx.Dir, name string, dir bool) error {
-	if dir {
-		sub, err := d.OpenDir(name)
-		if err != nil {
-			return err
-		}
-		defer sub.Close()
-		return sub.Sync()
-	}
-	f, err := d.OpenFile(name)
-	if err != nil {
-		return err
-	}
-	defer f.Close() // read-only
-	return fsx.SyncFile(f)
-}
-
-// syncFS flushes the workspace's whole filesystem; done is false where
-// syncfs is not supported.
-func syncFS(root *fsx.Root) (done bool, err error) {
-	rd, err := root.OpenDir(".")
-	if err != nil {
-		return true, err
-	}
-	err = rd.SyncFS()
-	rd.Close()
-	if errors.Is(err, errors.ErrUnsupported) {
-		return false, nil
-	}
-	return true, err
-}
-
-// writeProgress reports the steps of an op as they run: to the
-// workspace's progress hook, and now and then to opt (an apply's
-// ApplyOptions.Progress: steps done and steps in all), if set.
-func (w *Workspace) writeProgress(opt func(done, total int)) func(i, n int) {
-	return func(i, n int) {
-		w.progress(PhaseWrite, i, n)
-		if opt != nil && (i%256 == 0 || i == n-1) {
-			opt(i+1, n)
-		}
 	}
 }

@@ -1,4 +1,4 @@
-package wtx
+package engine
 
 import (
 	"context"
@@ -15,9 +15,9 @@ const maxWorkers = 8
 // file.
 const queuedJobs = 16
 
-// workers runs functions on a few goroutines. The first error (or the end
+// Workers runs functions on a few goroutines. The first error (or the end
 // of ctx) stops it: later functions are not run, their release is.
-type workers struct {
+type Workers struct {
 	ctx  context.Context
 	work chan job
 	wg   sync.WaitGroup
@@ -25,12 +25,12 @@ type workers struct {
 	err  error
 }
 
-// startWorkers starts up to n goroutines (at most GOMAXPROCS and
+// StartWorkers starts up to n goroutines (at most GOMAXPROCS and
 // maxWorkers, at least one).
-func startWorkers(ctx context.Context, n int) *workers {
+func StartWorkers(ctx context.Context, n int) *Workers {
 	// A few jobs queue, so that the goroutine handing them over and the
 	// workers seldom wait on each other (each wait is a futex call).
-	w := &workers{ctx: ctx, work: make(chan job, queuedJobs)}
+	w := &Workers{ctx: ctx, work: make(chan job, queuedJobs)}
 	for range max(1, min(n, runtime.GOMAXPROCS(0), maxWorkers)) {
 		w.wg.Add(1)
 		go func() {
@@ -42,12 +42,12 @@ func startWorkers(ctx context.Context, n int) *workers {
 						j.release()
 					}
 					if err != nil {
-						w.fail(err)
+						w.Fail(err)
 					}
 					continue // drained: the pass has failed
 				}
 				if err := j.run(); err != nil {
-					w.fail(err)
+					w.Fail(err)
 				}
 			}
 		}()
@@ -62,9 +62,9 @@ type job struct {
 	release func()
 }
 
-// do hands run to a goroutine. When the pass has failed it is not run:
+// Do hands run to a goroutine. When the pass has failed it is not run:
 // release is, and do reports false.
-func (w *workers) do(run func() error, release func()) bool {
+func (w *Workers) Do(run func() error, release func()) bool {
 	if w.failed() {
 		if release != nil {
 			release()
@@ -75,8 +75,8 @@ func (w *workers) do(run func() error, release func()) bool {
 	return true
 }
 
-// fail records err unless an error is recorded already.
-func (w *workers) fail(err error) {
+// Fail records err unless an error is recorded already.
+func (w *Workers) Fail(err error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.err == nil {
@@ -84,14 +84,14 @@ func (w *workers) fail(err error) {
 	}
 }
 
-func (w *workers) failed() bool {
+func (w *Workers) failed() bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return w.err != nil
 }
 
-// wait waits for every function handed over and returns the first error.
-func (w *workers) wait() error {
+// Wait waits for every function handed over and returns the first error.
+func (w *Workers) Wait() error {
 	close(w.work)
 	w.wg.Wait()
 	return w.err
