@@ -109,10 +109,11 @@ func (s *Store) Commit(ctx context.Context, op Op, c *Checked, f Finish) error {
 	return nil
 }
 
-// write journals j, runs its plan with x and writes its commit marker. On
-// an error nothing of the op is left in the workspace, or its journal stays
-// for recovery to finish the rollback.
+// write journals j, runs its plan (the records j was made with) with x
+// and writes its commit marker. On an error nothing of the op is left in
+// the workspace, or its journal stays for recovery to finish the rollback.
 func (s *Store) write(ctx context.Context, x *executor, j *journal.Journal, todo []tree.Change) error {
+	recs := j.Records
 	failpoint.Hit("apply:before-journal")
 	if failpoint.Disabled("journal") {
 		j.Records = nil // negative control: recovery then has nothing to go on
@@ -122,8 +123,8 @@ func (s *Store) write(ctx context.Context, x *executor, j *journal.Journal, todo
 		return &Error{Kind: ErrJournal, What: "write the journal of " + j.OpID, Err: err}
 	}
 	failpoint.Hit("apply:journaled")
-	if err := x.prepareTemps(j.Records); err != nil {
-		if !x.dropPretemps(j.Records) {
+	if err := x.prepareTemps(recs); err != nil {
+		if !x.dropPretemps(recs) {
 			// A temporary file stays in the workspace: so does the
 			// journal, and recovery removes it.
 			return notUndone(fmt.Sprintf("write the new contents: %v; temporary files are left for recovery", err))
@@ -131,8 +132,8 @@ func (s *Store) write(ctx context.Context, x *executor, j *journal.Journal, todo
 		_ = s.Journals.Remove(j.OpID) // nothing is left in the workspace; a leftover journal is recovery's to remove
 		return cause(fmt.Errorf("write the new contents: %w", err))
 	}
-	err := x.execute(ctx, j.Records)
-	dropped := x.dropPretemps(j.Records)
+	err := x.execute(ctx, recs)
+	dropped := x.dropPretemps(recs)
 	if err != nil {
 		if s.internal(err) || !dropped {
 			// Not fully undone: the journal stays for recovery.
