@@ -78,7 +78,7 @@ func (s *Store) Commit(ctx context.Context, op Op, c *Checked, f Finish) error {
 	if err := s.write(ctx, x, j, c.Todo); err != nil {
 		return err
 	}
-	failpoint.Hit("apply:committed")
+	hit("apply:committed")
 	// Past the marker the op has happened: an interrupt (Ctrl-C) no longer
 	// stops it, the rest (record, settle, drop the journal) runs to the end
 	// so the caller can say it finished.
@@ -89,14 +89,14 @@ func (s *Store) Commit(ctx context.Context, op Op, c *Checked, f Finish) error {
 	if err := f.Record(ctx); err != nil {
 		return landed(op, "recording it", err)
 	}
-	failpoint.Hit("apply:recorded")
+	hit("apply:recorded")
 	if f.Settle != nil {
 		if err := f.Settle(ctx); err != nil {
 			// The journal stays: recovery settles the stage.
 			return landed(op, "settling its stage", err)
 		}
 	}
-	failpoint.Hit("apply:settled")
+	hit("apply:settled")
 	if !clean {
 		// Committed, but a moved-aside pre-image is still in the workspace:
 		// the journal stays and the next command's recovery removes it.
@@ -105,7 +105,7 @@ func (s *Store) Commit(ctx context.Context, op Op, c *Checked, f Finish) error {
 	if err := s.Journals.Remove(op.ID); err != nil {
 		return landed(op, "removing its journal", err)
 	}
-	failpoint.Hit("apply:done")
+	hit("apply:done")
 	return nil
 }
 
@@ -114,7 +114,7 @@ func (s *Store) Commit(ctx context.Context, op Op, c *Checked, f Finish) error {
 // the workspace, or its journal stays for recovery to finish the rollback.
 func (s *Store) write(ctx context.Context, x *executor, j *journal.Journal, todo []tree.Change) error {
 	recs := j.Records
-	failpoint.Hit("apply:before-journal")
+	hit("apply:before-journal")
 	if failpoint.Disabled("journal") {
 		j.Records = nil // negative control: recovery then has nothing to go on
 	}
@@ -122,7 +122,7 @@ func (s *Store) write(ctx context.Context, x *executor, j *journal.Journal, todo
 		_ = s.Journals.Remove(j.OpID) // nothing was touched yet; a leftover is recovery's to remove
 		return &Error{Kind: ErrJournal, What: "write the journal of " + j.OpID, Err: err}
 	}
-	failpoint.Hit("apply:journaled")
+	hit("apply:journaled")
 	if err := x.prepareTemps(recs); err != nil {
 		if !x.dropPretemps(recs) {
 			// A temporary file stays in the workspace: so does the
@@ -142,7 +142,7 @@ func (s *Store) write(ctx context.Context, x *executor, j *journal.Journal, todo
 		_ = s.Journals.Remove(j.OpID) // undone; a leftover journal is recovery's to remove
 		return s.allChanged(ctx, todo, err)
 	}
-	failpoint.Hit("apply:synced")
+	hit("apply:synced")
 	if err := s.Journals.Commit(j.OpID); err != nil {
 		return s.uncommit(ctx, j, err)
 	}

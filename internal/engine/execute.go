@@ -138,12 +138,12 @@ func (x *executor) execute(ctx context.Context, recs []journal.Record) (err erro
 				return err
 			}
 		}
-		failpoint.Hit("apply:step")
+		hit("apply:step")
 		if x.progress != nil {
 			x.progress(i, len(recs))
 		}
 		u, err := x.step(r)
-		failpoint.Hit("apply:step-done")
+		hit("apply:step-done")
 		if err != nil {
 			return stepError(st, err)
 		}
@@ -231,7 +231,7 @@ func (x *executor) land(ctx context.Context) error {
 			return stepError(tree.Step{Kind: tree.StepWrite, Path: pw.path}, err)
 		}
 		pw.landed = true
-		failpoint.Hit("apply:landed")
+		hit("apply:landed")
 	}
 	x.pending = nil
 	return nil
@@ -276,7 +276,7 @@ func (x *executor) remove(d *fsx.Dir, r journal.Record) (func() error, error) {
 	if err := d.RenameNoReplace(name, d, tmp); err != nil {
 		return nil, err
 	}
-	failpoint.Hit("apply:moved-aside")
+	hit("apply:moved-aside")
 	if err := x.same(d, st.Path, tmp); err != nil {
 		if rerr := d.RenameNoReplace(tmp, d, name); rerr != nil {
 			return nil, putBackError(st.Path, fmt.Errorf("changed while the apply ran"), rerr)
@@ -345,7 +345,7 @@ func (x *executor) write(d *fsx.Dir, r journal.Record) (func() error, error) {
 			return nil, err
 		}
 	}
-	failpoint.Hit("apply:temp-written")
+	hit("apply:temp-written")
 	if st.Old == nil {
 		if err := d.RenameNoReplace(tmp, d, name); err != nil {
 			_ = d.Unlink(tmp) // best effort: a leftover is the journal's to remove
@@ -372,7 +372,7 @@ func (x *executor) write(d *fsx.Dir, r journal.Record) (func() error, error) {
 		}
 		return nil, err
 	}
-	failpoint.Hit("apply:exchanged")
+	hit("apply:exchanged")
 	if err := x.same(d, st.Path, tmp); err != nil {
 		// Someone replaced the file between check and swap: put their
 		// version back and give up.

@@ -129,7 +129,7 @@ func (rb *rollbacker) undoAll(ctx context.Context, j *journal.Journal, keepExter
 				errs = append(errs, fmt.Errorf("%s: remove temporary files: %w", quote.Path(r.Step.Path), err))
 			}
 		}
-		failpoint.Hit("recover:undone")
+		hit("recover:undone")
 	}
 	return conflicts, errs, nil
 }
@@ -443,7 +443,7 @@ func (s *Store) RollForward(ctx context.Context, j *journal.Journal) error {
 		if progress != nil {
 			progress(done, len(left))
 		}
-		failpoint.Hit("recover:forward-cleanup")
+		hit("recover:forward-cleanup")
 	}
 	errs = append(errs, reclose(s.Root, j.Records)...)
 	if len(errs) > 0 {

@@ -77,10 +77,10 @@ type tempJob struct {
 
 // writeTemps writes the temporary file of each job, unsynced: the jobs of
 // one directory by one goroutine (see workers), which opens the directory
-// once. Each written file passes the failpoint hit. It stops at the first
+// once. Each written file passes the failpoint point. It stops at the first
 // failure (or once ctx ends) and returns it with its job's path; done has
 // been called, one call at a time, for every file written until then.
-func (x *executor) writeTemps(ctx context.Context, jobs []tempJob, hit string) (string, error) {
+func (x *executor) writeTemps(ctx context.Context, jobs []tempJob, point string) (string, error) {
 	var batches [][]tempJob
 	at := map[string]int{}
 	for _, j := range jobs {
@@ -122,7 +122,7 @@ func (x *executor) writeTemps(ctx context.Context, jobs []tempJob, hit string) (
 				mu.Lock()
 				j.done(tmp)
 				mu.Unlock()
-				failpoint.Hit(hit)
+				hit(point)
 			}
 			return nil
 		}
@@ -218,7 +218,7 @@ func (x *executor) emptyTrash(dir string, items []*trashItem) bool {
 		if err != nil && !errors.Is(err, fs.ErrNotExist) {
 			clean = false
 		}
-		failpoint.Hit("apply:cleanup")
+		hit("apply:cleanup")
 	}
 	return clean
 }
