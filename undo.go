@@ -69,24 +69,9 @@ func (w *Workspace) UndoWith(ctx context.Context, ref string, opts UndoOptions) 
 	}
 	// The op is chosen now, before the lock is waited for: a wrong name
 	// is told at once, and what was asked for is what gets undone.
-	var op *Op
-	var links []state.OpLink
-	switch {
-	case opts.Newest && ref != "":
-		return nil, errorf(CodeUsage, "an undo of the newest apply names no op (got %q)", ref)
-	case opts.Newest:
-		if links, err = w.db.ListOpLinks(ctx, w.id); err != nil {
-			return nil, AsError(err)
-		}
-		// Its record is read under the lock, unless it had to be read
-		// to choose it.
-		if ref, op, err = w.newestLiveApply(ctx, links); err != nil {
-			return nil, err
-		}
-	default:
-		if op, links, err = w.findOp(ctx, ref); err != nil {
-			return nil, err
-		}
+	ref, op, links, err := w.chooseUndo(ctx, ref, opts.Newest)
+	if err != nil {
+		return nil, err
 	}
 	unlock, err := w.lock(ctx)
 	if err != nil {
@@ -116,6 +101,13 @@ func (w *Workspace) UndoWith(ctx context.Context, ref string, opts UndoOptions) 
 			return nil, &Error{Code: CodeStateLost, Message: fmt.Sprintf("op %s: the content %s of %s is no longer in the blob store", op.ID, inv.New.Digest, quote.Path(inv.Path))}
 		}
 	}
+	return w.undoLocked(ctx, op, inverse, opts)
+}
+
+// undoLocked writes inverse, the changes that take back the selected paths
+// of op, as an undo op, under the workspace lock: every check, then the
+// journaled protocol.
+func (w *Workspace) undoLocked(ctx context.Context, op *Op, inverse []tree.Change, opts UndoOptions) (*UndoResult, error) {
 	root, err := w.openRoot()
 	if err != nil {
 		return nil, AsError(err)
@@ -179,6 +171,31 @@ func (w *Workspace) UndoWith(ctx context.Context, ref string, opts UndoOptions) 
 	res.OpID = opID
 	res.Receipt = &rec.Receipt
 	return res, nil
+}
+
+// chooseUndo names the op an undo takes back, chosen before the lock is
+// waited for: op ref, or with newest the newest apply not wholly undone
+// (ref then empty). It returns the op's ref, its record when it was read,
+// and the op links it was chosen among.
+func (w *Workspace) chooseUndo(ctx context.Context, ref string, newest bool) (_ string, op *Op, links []state.OpLink, err error) {
+	switch {
+	case newest && ref != "":
+		return "", nil, nil, errorf(CodeUsage, "an undo of the newest apply names no op (got %q)", ref)
+	case newest:
+		if links, err = w.db.ListOpLinks(ctx, w.id); err != nil {
+			return "", nil, nil, AsError(err)
+		}
+		// Its record is read under the lock, unless it had to be read
+		// to choose it.
+		if ref, op, err = w.newestLiveApply(ctx, links); err != nil {
+			return "", nil, nil, err
+		}
+	default:
+		if op, links, err = w.findOp(ctx, ref); err != nil {
+			return "", nil, nil, err
+		}
+	}
+	return ref, op, links, nil
 }
 
 // gateUndo asks the gate about an undo of op that writes writes: its
