@@ -322,6 +322,7 @@ func crashRun(t *testing.T, rollBack bool) (bad []string, points int) {
 	before, after := render(crashBefore), render(crashAfter)
 	for n := 1; ; n++ {
 		dir := t.TempDir()
+		t.Cleanup(func() { openUp(filepath.Join(dir, "ws")) }) // before TempDir's own
 		makeTree(t, filepath.Join(dir, "ws"), map[string]node{"": {perm: 0o755, dir: true}})
 		makeTree(t, filepath.Join(dir, "ws"), crashBefore)
 		if !crashAt(t, dir, n) {
@@ -341,13 +342,6 @@ func crashRun(t *testing.T, rollBack bool) (bad []string, points int) {
 				return bad, n - 1
 			}
 		}
-		// The workspace tree is made writable again for the clean-up.
-		_ = filepath.WalkDir(filepath.Join(dir, "ws"), func(p string, d fs.DirEntry, err error) error {
-			if err == nil && d.IsDir() {
-				_ = os.Chmod(p, 0o755) // best effort: TempDir's clean-up reports what stays
-			}
-			return nil
-		})
 	}
 }
 
@@ -382,4 +376,16 @@ func TestCrashRecoveryNegativeControl(t *testing.T) {
 		t.Fatalf("with no rollback, all %d crash points still recovered: the check cannot fail", points)
 	}
 	t.Logf("without the rollback, a crash at point %d leaves a half-written workspace", points+1)
+}
+
+// openUp makes every directory of the tree at dir writable again (the op
+// closes one), so that an ordinary user's clean-up can remove it.
+func openUp(dir string) {
+	// Best effort: TempDir's clean-up reports what stays.
+	_ = filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err == nil && d.IsDir() {
+			_ = os.Chmod(p, 0o755) // as above
+		}
+		return nil
+	})
 }
