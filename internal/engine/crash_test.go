@@ -232,7 +232,8 @@ func commitCrashOp(t testing.TB, dir string) error {
 }
 
 // TestCrashChild is the process TestCrashRecovery kills: it commits the
-// op and kills itself at the failpoint numbered WTX_ENGINE_CRASH_AT.
+// op (or with WTX_ENGINE_CRASH_MODE=recover recovers it) and kills itself
+// at the failpoint numbered WTX_ENGINE_CRASH_AT.
 func TestCrashChild(t *testing.T) {
 	dir, at := os.Getenv("WTX_ENGINE_CRASH_DIR"), os.Getenv("WTX_ENGINE_CRASH_AT")
 	if dir == "" {
@@ -249,6 +250,10 @@ func TestCrashChild(t *testing.T) {
 			select {}
 		}
 	}
+	if os.Getenv("WTX_ENGINE_CRASH_MODE") == "recover" {
+		recoverAll(t, dir, true)
+		return
+	}
 	if err := commitCrashOp(t, dir); err != nil {
 		t.Fatal(err)
 	}
@@ -257,8 +262,14 @@ func TestCrashChild(t *testing.T) {
 // crashAt runs the op in a child process killed at failpoint n, and
 // reports whether it was killed (false: it ran to the end).
 func crashAt(t *testing.T, dir string, n int) bool {
+	return crashIn(t, dir, n, "commit")
+}
+
+// crashIn runs mode (commit, or recover) in a child process killed at its
+// failpoint n, and reports whether it was killed.
+func crashIn(t *testing.T, dir string, n int, mode string) bool {
 	cmd := exec.Command(os.Args[0], "-test.run=^TestCrashChild$", "-test.count=1")
-	cmd.Env = append(os.Environ(), "WTX_ENGINE_CRASH_DIR="+dir, "WTX_ENGINE_CRASH_AT="+strconv.Itoa(n))
+	cmd.Env = append(os.Environ(), "WTX_ENGINE_CRASH_DIR="+dir, "WTX_ENGINE_CRASH_AT="+strconv.Itoa(n), "WTX_ENGINE_CRASH_MODE="+mode)
 	out, err := cmd.CombinedOutput()
 	var ee *exec.ExitError
 	if errors.As(err, &ee) {
@@ -267,7 +278,7 @@ func crashAt(t *testing.T, dir string, n int) bool {
 		}
 	}
 	if err != nil {
-		t.Fatalf("point %d: the op failed: %v\n%s", n, err, out)
+		t.Fatalf("point %d: %s failed: %v\n%s", n, mode, err, out)
 	}
 	return false
 }
@@ -321,10 +332,7 @@ func recoverAll(t *testing.T, dir string, rollBack bool) bool {
 func crashRun(t *testing.T, rollBack bool) (bad []string, points int) {
 	before, after := render(crashBefore), render(crashAfter)
 	for n := 1; ; n++ {
-		dir := t.TempDir()
-		t.Cleanup(func() { openUp(filepath.Join(dir, "ws")) }) // before TempDir's own
-		makeTree(t, filepath.Join(dir, "ws"), map[string]node{"": {perm: 0o755, dir: true}})
-		makeTree(t, filepath.Join(dir, "ws"), crashBefore)
+		dir := crashDir(t)
 		if !crashAt(t, dir, n) {
 			if got := snapshot(t, filepath.Join(dir, "ws")); got != after {
 				t.Fatalf("the op ran to the end and left:\n%s\nwant:\n%s", got, after)
@@ -343,6 +351,15 @@ func crashRun(t *testing.T, rollBack bool) (bad []string, points int) {
 			}
 		}
 	}
+}
+
+// crashDir returns a fresh directory holding the workspace before the op.
+func crashDir(t *testing.T) string {
+	dir := t.TempDir()
+	t.Cleanup(func() { openUp(filepath.Join(dir, "ws")) }) // before TempDir's own
+	makeTree(t, filepath.Join(dir, "ws"), map[string]node{"": {perm: 0o755, dir: true}})
+	makeTree(t, filepath.Join(dir, "ws"), crashBefore)
+	return dir
 }
 
 // TestCrashRecovery kills a commit at every failpoint of the protocol (a
@@ -388,4 +405,44 @@ func openUp(dir string) {
 		}
 		return nil
 	})
+}
+
+// TestCrashDuringRecovery kills the recovery of a crashed op at each of
+// its own failpoints, then recovers again: the workspace must still end
+// exactly before or after the op. It does so for a few crash points of
+// the op, one before its commit marker and one after; WTX_SOAK=1 for
+// every point.
+func TestCrashDuringRecovery(t *testing.T) {
+	if testing.Short() {
+		t.Skip("kills a process at each failpoint")
+	}
+	before, after := render(crashBefore), render(crashAfter)
+	points := []int{20, 60}
+	if os.Getenv("WTX_SOAK") == "1" {
+		points = nil
+		for n := 2; n <= 64; n++ {
+			points = append(points, n)
+		}
+	}
+	for _, n := range points {
+		for m := 1; ; m++ {
+			dir := crashDir(t)
+			if !crashAt(t, dir, n) {
+				t.Fatalf("the op ran to the end before point %d", n)
+			}
+			marked := crashStore(t, dir).Journals.Committed(crashOp)
+			killed := crashIn(t, dir, m, "recover")
+			want := before
+			if recoverAll(t, dir, true) {
+				want = after
+			}
+			if got := snapshot(t, filepath.Join(dir, "ws")); got != want {
+				t.Errorf("op killed at point %d, its recovery at point %d; the next recovery left:\n%s\nwant:\n%s", n, m, got, want)
+			}
+			if !killed {
+				t.Logf("op killed at point %d (committed: %v): its recovery killed at each of %d points", n, marked, m-1)
+				break
+			}
+		}
+	}
 }
