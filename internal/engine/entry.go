@@ -93,7 +93,7 @@ func EntryAt(ctx context.Context, root *fsx.Root, rel string, cr ContentReader) 
 		return parentAbsent(err)
 	}
 	defer d.Close()
-	return EntryIn(ctx, d, rel, tree.Base(rel), cr)
+	return entryIn(ctx, d, rel, tree.Base(rel), cr)
 }
 
 // entryAtCached is EntryAt with the directory above rel taken from dirs:
@@ -103,7 +103,7 @@ func entryAtCached(ctx context.Context, dirs *fsx.DirCache, rel string, cr Conte
 	if err != nil {
 		return parentAbsent(err)
 	}
-	return EntryIn(ctx, d, rel, tree.Base(rel), cr)
+	return entryIn(ctx, d, rel, tree.Base(rel), cr)
 }
 
 // parentAbsent is what a name holds whose directory could not be opened
@@ -123,9 +123,9 @@ func parentAbsent(err error) (NameAt, error) {
 	return NameAt{}, cause(err)
 }
 
-// EntryIn reads what name holds in the open directory d; rel is its
+// entryIn reads what name holds in the open directory d; rel is its
 // workspace path (for messages and cr.Known).
-func EntryIn(ctx context.Context, d *fsx.Dir, rel, name string, cr ContentReader) (NameAt, error) {
+func entryIn(ctx context.Context, d *fsx.Dir, rel, name string, cr ContentReader) (NameAt, error) {
 	st, err := d.Lstat(name)
 	if errors.Is(err, fs.ErrNotExist) {
 		return NameAt{Presence: Absent}, nil

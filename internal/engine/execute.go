@@ -452,7 +452,7 @@ func stillWritten(d *fsx.Dir, rel, name string, e *tree.Entry) error {
 	if failpoint.Disabled("still-written") {
 		return nil // negative control: a rollback that overwrites later writes
 	}
-	at, err := EntryIn(context.Background(), d, rel, name, ContentReader{})
+	at, err := entryIn(context.Background(), d, rel, name, ContentReader{})
 	if err != nil {
 		return err
 	}

@@ -169,7 +169,7 @@ func (rb *rollbacker) finishDir(d *fsx.Dir, recs []journal.Record) []error {
 		errs = append(errs, err)
 	}
 	for _, r := range recs {
-		at, err := EntryIn(context.Background(), d, r.Step.Path, tree.Base(r.Step.Path), ContentReader{})
+		at, err := entryIn(context.Background(), d, r.Step.Path, tree.Base(r.Step.Path), ContentReader{})
 		if err != nil {
 			errs = append(errs, fmt.Errorf("%s: %w", quote.Path(r.Step.Path), err))
 		} else if at.Holds(r.Step.Old) {

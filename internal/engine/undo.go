@@ -73,7 +73,7 @@ func (rb *rollbacker) undo(r journal.Record, orig *tree.Entry) (*Conflict, error
 	}
 	defer d.Close()
 	u := &undoing{d: d, name: tree.Base(st.Path), r: r}
-	if u.at, err = EntryIn(context.Background(), d, st.Path, u.name, ContentReader{}); err != nil {
+	if u.at, err = entryIn(context.Background(), d, st.Path, u.name, ContentReader{}); err != nil {
 		return nil, err
 	}
 	if orig != nil && u.holds(orig) {
