@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 
@@ -243,9 +244,9 @@ func TestCrashChild(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	count := 0
+	var count atomic.Int64 // points are hit by the workers too
 	testHit = func(string) {
-		if count++; count == n {
+		if count.Add(1) == int64(n) {
 			_ = syscall.Kill(os.Getpid(), syscall.SIGKILL) // the crash; it does not return
 			select {}
 		}
