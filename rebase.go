@@ -12,6 +12,7 @@ import (
 	"github.com/wtx-dev/wtx/internal/failpoint"
 	"github.com/wtx-dev/wtx/internal/fsx"
 	"github.com/wtx-dev/wtx/internal/quote"
+	"github.com/wtx-dev/wtx/internal/stage"
 	"github.com/wtx-dev/wtx/internal/textdiff"
 	"github.com/wtx-dev/wtx/internal/tree"
 )
@@ -65,146 +66,225 @@ func (s *Stage) rebase(ctx context.Context, merge, trial bool) (*RebaseResult, e
 		return nil, AsError(err)
 	}
 	defer root.Close()
-	_, _, drift, err := newCASReader(root, cs.base).check(ctx, cs.changes)
-	if err != nil {
-		return nil, err
-	}
 	ops, err := s.TxOps(ctx)
 	if err != nil {
 		return nil, err
 	}
-	res := &RebaseResult{Rebased: []string{}, Merged: []string{}, Conflicted: []string{}}
-	type plan struct {
-		path    string
-		content []byte
-		perm    uint32
-		cur     string // the workspace's current digest: the new base
-		mark    *ConflictMark
+	rb := &rebaser{s: s, v: v, root: root, cs: cs, ops: ops}
+	plans, res, failures, err := rb.plan(ctx, merge, trial)
+	if err != nil {
+		return nil, err
 	}
-	var plans []plan
+	if len(failures) > 0 {
+		return nil, rb.refusal(ctx, merge, failures)
+	}
+	if len(plans) == 0 || trial {
+		return res.sorted(), nil
+	}
+	if err := rb.write(ctx, fo, plans); err != nil {
+		return nil, err
+	}
+	return res.sorted(), nil
+}
+
+// rebaser holds what one rebase reads: the stage's view, the workspace,
+// the change set and the stage's ops.
+type rebaser struct {
+	s    *Stage
+	v    stage.View
+	root *fsx.Root
+	cs   *ChangeSet
+	ops  []TxOp
+}
+
+// rebasePlan is the new content of one drifted path and its new base.
+type rebasePlan struct {
+	path    string
+	content []byte
+	perm    uint32
+	cur     string // the workspace's current digest: the new base
+	mark    *ConflictMark
+}
+
+func (r *RebaseResult) sorted() *RebaseResult {
+	sort.Strings(r.Rebased)
+	sort.Strings(r.Merged)
+	sort.Strings(r.Conflicted)
+	return r
+}
+
+// plan computes the new content of every drifted path, or why it cannot
+// be carried.
+func (rb *rebaser) plan(ctx context.Context, merge, trial bool) ([]rebasePlan, *RebaseResult, []Conflict, error) {
+	_, _, drift, err := newCASReader(rb.root, rb.cs.base).check(ctx, rb.cs.changes)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	res := &RebaseResult{Rebased: []string{}, Merged: []string{}, Conflicted: []string{}}
+	var plans []rebasePlan
 	var failures []Conflict
 	for _, d := range drift {
-		p := d.Path
-		at, err := entryAt(ctx, root, p, engine.ContentReader{})
-		if err != nil {
-			return nil, err
-		}
-		if !at.Found() || at.Entry.Type != tree.File {
-			failures = append(failures, Conflict{Path: p, Kind: d.Kind, Detail: "the workspace no longer holds a file there; nothing to re-run the edits on"})
+		pl, failure, err := rb.planPath(ctx, d, merge, trial)
+		switch {
+		case err != nil:
+			return nil, nil, nil, err
+		case failure != nil:
+			failures = append(failures, *failure)
 			continue
 		}
-		cur := at.Entry.Digest
-		theirs, err := s.ws.readWorkspaceFile(root, p, cur)
-		if err != nil {
-			return nil, err
+		plans = append(plans, pl.rebasePlan)
+		switch {
+		case pl.mark != nil:
+			res.Merged = append(res.Merged, pl.path)
+			res.Conflicted = append(res.Conflicted, pl.path)
+		case pl.merged:
+			res.Merged = append(res.Merged, pl.path)
+		default:
+			res.Rebased = append(res.Rebased, pl.path)
 		}
-		// Kept: after the rebase it is the path's base, the original a later
-		// merge needs.
-		if !trial {
-			if _, err := s.ws.blobs.PutBytes(ctx, theirs); err != nil {
-				return nil, AsError(err)
-			}
-		}
-		var touching []TxOp
-		rerunnable := true
-		for _, op := range ops {
-			for _, f := range op.Files {
-				if f.Path == p && op.Kind != "read" {
-					touching = append(touching, op)
-					if op.Kind != "edit" || op.ExpectHash != "" {
-						rerunnable = false
-					}
+	}
+	return plans, res, failures, nil
+}
+
+// touching are the stage's ops that changed p; rerunnable says whether
+// they are all content-based edits that can be re-run (and no command run
+// without a checkpoint could have changed p unseen).
+func (rb *rebaser) touching(p string) (touching []TxOp, rerunnable bool) {
+	rerunnable = true
+	for _, op := range rb.ops {
+		for _, f := range op.Files {
+			if f.Path == p && op.Kind != "read" {
+				touching = append(touching, op)
+				if op.Kind != "edit" || op.ExpectHash != "" {
+					rerunnable = false
 				}
 			}
 		}
 		// A run that kept no checkpoint may have changed the path too
-		// without saying so: only a merge can carry it. A checkpointed run
-		// that changed it is among touching, and is no edit to re-run.
-		for _, op := range ops {
-			if op.Kind == "run" && !op.Checkpoint {
-				rerunnable = false
+		// without saying so: only a merge can carry it.
+		if op.Kind == "run" && !op.Checkpoint {
+			rerunnable = false
+		}
+	}
+	return touching, rerunnable
+}
+
+// planPath plans one drifted path: its edits re-run on the workspace's
+// content, else (with merge) a three-way merge.
+func (rb *rebaser) planPath(ctx context.Context, d Conflict, merge, trial bool) (*rebasePlanned, *Conflict, error) {
+	p := d.Path
+	at, err := entryAt(ctx, rb.root, p, engine.ContentReader{})
+	if err != nil {
+		return nil, nil, err
+	}
+	if !at.Found() || at.Entry.Type != tree.File {
+		return nil, &Conflict{Path: p, Kind: d.Kind, Detail: "the workspace no longer holds a file there; nothing to re-run the edits on"}, nil
+	}
+	cur := at.Entry.Digest
+	theirs, err := rb.s.ws.readWorkspaceFile(rb.root, p, cur)
+	if err != nil {
+		return nil, nil, err
+	}
+	// Kept: after the rebase it is the path's base, the original a later
+	// merge needs.
+	if !trial {
+		if _, err := rb.s.ws.blobs.PutBytes(ctx, theirs); err != nil {
+			return nil, nil, AsError(err)
+		}
+	}
+	pl := &rebasePlanned{rebasePlan: rebasePlan{path: p, perm: 0o644, cur: cur}}
+	if c := findTreeChange(rb.cs.changes, p); c != nil && c.New != nil {
+		pl.perm = c.New.Perm
+	}
+	touching, rerunnable := rb.touching(p)
+	if len(touching) > 0 && rerunnable {
+		content, failure := rerunEdits(p, theirs, touching)
+		switch {
+		case failure == nil:
+			pl.content = content
+			return pl, nil, nil
+		case !merge:
+			return nil, failure, nil
+		}
+		// An edit that no longer applies is merged three-way instead.
+	}
+	if !merge {
+		return nil, &Conflict{Path: p, Kind: "rebase", Detail: "its ops are not all content-based edits (a whole write, a removal, an expected hash or a command run)"}, nil
+	}
+	return rb.merge3(ctx, pl, touching, theirs, trial)
+}
+
+// rebasePlanned is a plan with how it was made.
+type rebasePlanned struct {
+	rebasePlan
+	merged bool
+}
+
+// merge3 merges the stage's and the workspace's changes to pl's path
+// three-way from the content the stage's changes started from; lines both
+// changed are written between conflict markers.
+func (rb *rebaser) merge3(ctx context.Context, pl *rebasePlanned, touching []TxOp, theirs []byte, trial bool) (*rebasePlanned, *Conflict, error) {
+	p := pl.path
+	c := findTreeChange(rb.cs.changes, p)
+	orig := originalDigest(touching, p, c)
+	if c == nil || c.Old == nil || c.New == nil || c.Old.Type != tree.File || c.New.Type != tree.File || orig == "" || !rb.s.ws.blobs.Has(blob.Digest(orig)) {
+		return nil, &Conflict{Path: p, Kind: "rebase", Detail: "no three-way merge: the original content is not known or the path is not a file on both sides"}, nil
+	}
+	base, err := rb.s.ws.blobs.ReadAll(blob.Digest(orig))
+	if err != nil {
+		return nil, nil, AsError(err)
+	}
+	_, ours, err := stagedFile(rb.v, p)
+	if err != nil {
+		return nil, nil, err
+	}
+	if textdiff.IsBinary(base) || textdiff.IsBinary(ours) || textdiff.IsBinary(theirs) {
+		return nil, &Conflict{Path: p, Kind: "rebase", Detail: "binary file: no three-way merge"}, nil
+	}
+	merged, conflicts := textdiff.Merge3Marked(base, ours, theirs,
+		textdiff.Labels{Ours: markerLabels.ours, Base: markerLabels.base, Theirs: markerLabels.theirs})
+	if len(conflicts) > 0 && failpoint.Disabled("conflict-markers") {
+		return nil, &Conflict{Path: p, Kind: "rebase",
+			Detail: fmt.Sprintf("the stage and the workspace changed the same lines (base lines %d-%d)", conflicts[0].Start, conflicts[0].End)}, nil
+	}
+	pl.content, pl.merged = merged, true
+	if len(conflicts) > 0 {
+		// The stage's side is kept for Resolve (the workspace's was kept
+		// by planPath).
+		if !trial {
+			if _, err := rb.s.ws.blobs.PutBytes(ctx, ours); err != nil {
+				return nil, nil, AsError(err)
 			}
 		}
-		perm := uint32(0o644)
-		if c := findTreeChange(cs.changes, p); c != nil && c.New != nil {
-			perm = c.New.Perm
-		}
-		if len(touching) > 0 && rerunnable {
-			content, failure := rerunEdits(p, theirs, touching)
-			switch {
-			case failure == nil:
-				plans = append(plans, plan{path: p, content: content, perm: perm, cur: cur})
-				res.Rebased = append(res.Rebased, p)
-				continue
-			case !merge:
-				failures = append(failures, *failure)
-				continue
+		pl.mark = &ConflictMark{Path: []byte(p), Ours: string(blob.Sum(ours)), Theirs: pl.cur}
+	}
+	return pl, nil, nil
+}
+
+// refusal is the error of a rebase that cannot carry every drifted path.
+// It offers a rebase with merge only when trying one carries them all.
+func (rb *rebaser) refusal(ctx context.Context, merge bool, failures []Conflict) error {
+	id := rb.s.ID()
+	repairs := []Repair{{Action: "drop", Detail: "drop the stage and redo the work on the current workspace", Command: "wtx drop " + id}}
+	if !merge {
+		if _, res, more, err := rb.plan(ctx, true, true); err == nil && len(more) == 0 {
+			detail := "merge the drifted files three-way (tried: it succeeds)"
+			if n := len(res.Conflicted); n > 0 {
+				detail = fmt.Sprintf("merge the drifted files three-way (tried: %d path(s) get conflict markers to resolve)", n)
 			}
-			// An edit that no longer applies is merged three-way instead.
+			repairs = append([]Repair{{Action: "merge", Detail: detail, Command: "wtx rebase " + id + " --merge"}}, repairs...)
 		}
-		if !merge {
-			why := "its ops are not all content-based edits (a whole write, a removal, an expected hash or a command run)"
-			failures = append(failures, Conflict{Path: p, Kind: "rebase", Detail: why})
-			continue
-		}
-		c := findTreeChange(cs.changes, p)
-		orig := originalDigest(touching, p, c)
-		if c == nil || c.Old == nil || c.New == nil || c.Old.Type != tree.File || c.New.Type != tree.File || orig == "" || !s.ws.blobs.Has(blob.Digest(orig)) {
-			failures = append(failures, Conflict{Path: p, Kind: "rebase", Detail: "no three-way merge: the original content is not known or the path is not a file on both sides"})
-			continue
-		}
-		base, err := s.ws.blobs.ReadAll(blob.Digest(orig))
-		if err != nil {
-			return nil, AsError(err)
-		}
-		_, ours, err := stagedFile(v, p)
-		if err != nil {
-			return nil, err
-		}
-		if textdiff.IsBinary(base) || textdiff.IsBinary(ours) || textdiff.IsBinary(theirs) {
-			failures = append(failures, Conflict{Path: p, Kind: "rebase", Detail: "binary file: no three-way merge"})
-			continue
-		}
-		merged, conflicts := textdiff.Merge3Marked(base, ours, theirs,
-			textdiff.Labels{Ours: markerLabels.ours, Base: markerLabels.base, Theirs: markerLabels.theirs})
-		if len(conflicts) > 0 && failpoint.Disabled("conflict-markers") {
-			failures = append(failures, Conflict{Path: p, Kind: "rebase",
-				Detail: fmt.Sprintf("the stage and the workspace changed the same lines (base lines %d-%d)", conflicts[0].Start, conflicts[0].End)})
-			continue
-		}
-		pl := plan{path: p, content: merged, perm: perm, cur: cur}
-		if len(conflicts) > 0 {
-			// The stage's side is kept for Resolve (the workspace's was
-			// kept above).
-			if !trial {
-				if _, err := s.ws.blobs.PutBytes(ctx, ours); err != nil {
-					return nil, AsError(err)
-				}
-			}
-			pl.mark = &ConflictMark{Path: []byte(p), Ours: string(blob.Sum(ours)), Theirs: cur}
-			res.Conflicted = append(res.Conflicted, p)
-		}
-		plans = append(plans, pl)
-		res.Merged = append(res.Merged, p)
 	}
-	if len(failures) > 0 {
-		repairs := []Repair{{Action: "drop", Detail: "drop the stage and redo the work on the current workspace", Command: "wtx drop " + s.ID()}}
-		if !merge {
-			repairs = append([]Repair{{Action: "merge", Detail: "merge the drifted files three-way where their original is known", Command: "wtx rebase " + s.ID() + " --merge"}}, repairs...)
-		}
-		return nil, &Error{Code: CodeTargetChanged,
-			Message:   fmt.Sprintf("rebase of %s cannot carry %d drifted path(s); the stage is unchanged; first: %s (%s)", s.ID(), len(failures), quote.Path(failures[0].Path), failures[0].Detail),
-			Conflicts: failures, Repairs: repairs}
-	}
-	if len(plans) == 0 || trial {
-		sort.Strings(res.Rebased)
-		sort.Strings(res.Merged)
-		sort.Strings(res.Conflicted)
-		return res, nil
-	}
-	// Every path could be carried: mark them (before the view changes,
-	// so that no kill leaves a moved path unmarked), write the new
-	// contents and move their base.
+	repairs = append(repairs, Repair{Action: RepairReview, Detail: "see which paths drifted and how", Stage: id, Command: "wtx status " + id})
+	return &Error{Code: CodeTargetChanged,
+		Message:   fmt.Sprintf("rebase of %s cannot carry %d drifted path(s); the stage is unchanged; first: %s (%s)", id, len(failures), quote.Path(failures[0].Path), failures[0].Detail),
+		Conflicts: failures, Repairs: repairs}
+}
+
+// write carries the plans out: it marks the paths (before the view
+// changes, so that no kill leaves a moved path unmarked), writes the new
+// contents and moves their base.
+func (rb *rebaser) write(ctx context.Context, fo stage.FileOps, plans []rebasePlan) error {
 	paths := make([]string, len(plans))
 	var marks []ConflictMark
 	for i := range plans {
@@ -213,17 +293,17 @@ func (s *Stage) rebase(ctx context.Context, merge, trial bool) (*RebaseResult, e
 			marks = append(marks, *plans[i].mark)
 		}
 	}
-	if err := s.markRebased(ctx, ops, paths, marks); err != nil {
-		return nil, err
+	if err := rb.s.markRebased(ctx, rb.ops, paths, marks); err != nil {
+		return err
 	}
-	m := cs.base
+	m := rb.cs.base
 	for _, pl := range plans {
 		if err := fo.WriteFile(ctx, pl.path, pl.content, fsFileMode(pl.perm)); err != nil {
-			return nil, s.fileOpError(pl.path, err)
+			return rb.s.fileOpError(pl.path, err)
 		}
-		st, err := root.Lstat(pl.path)
+		st, err := rb.root.Lstat(pl.path)
 		if err != nil {
-			return nil, AsError(err)
+			return AsError(err)
 		}
 		e := tree.Entry{Path: pl.path, Type: tree.File, Perm: uint32(st.Mode.Perm()), Size: st.Size, Digest: pl.cur,
 			WS: tree.Stat{Ino: st.Ino, Dev: st.Dev, Size: st.Size, Mtime: st.Mtime, Ctime: st.Ctime}}
@@ -235,13 +315,7 @@ func (s *Stage) rebase(ctx context.Context, merge, trial bool) (*RebaseResult, e
 		}
 	}
 	tree.SortEntries(m.Entries)
-	if err := s.ws.writeManifest(s.ID(), m); err != nil {
-		return nil, AsError(err)
-	}
-	sort.Strings(res.Rebased)
-	sort.Strings(res.Merged)
-	sort.Strings(res.Conflicted)
-	return res, nil
+	return AsErrorOrNil(rb.s.ws.writeManifest(rb.s.ID(), m))
 }
 
 // markRebased records that a rebase moves the base of paths after the
