@@ -172,7 +172,9 @@ func entryOfSide(p string, sd *Side) *tree.Entry {
 	}
 	if sd.Mode != "" {
 		var perm uint32
-		fmt.Sscanf(sd.Mode, "%o", &perm)
+		// A mode that is not octal (a damaged record) leaves perm 0: the
+		// restored entry then differs from the view, and the change shows.
+		_, _ = fmt.Sscanf(sd.Mode, "%o", &perm)
 		e.Perm = perm & tree.PermMask
 	}
 	return e

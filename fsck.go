@@ -230,7 +230,9 @@ func (fk *fsck) setAside(p, rel string) (string, error) {
 // workspace's modes behind that directory's 0700).
 func (fk *fsck) modes() {
 	uid := os.Geteuid()
-	filepath.WalkDir(fk.dir, func(p string, d fs.DirEntry, err error) error {
+	// The callback reports every error as a finding and goes on, so the
+	// walk itself returns none.
+	_ = filepath.WalkDir(fk.dir, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
 			fk.add(Finding{Kind: FindNotPrivate, Code: CodeIO, Path: p, Detail: "cannot be read: " + err.Error(),
 				Repair: "make it readable by its owner (chmod u+rwx)"})

@@ -66,11 +66,12 @@ func gitIdentity(ctx context.Context, dir string, base *tree.Manifest) (head, di
 	sort.Strings(paths)
 	h := sha256.New()
 	for _, p := range paths {
-		fmt.Fprintf(h, "%d:%s", len(p), p)
+		// A hash.Hash never fails a write.
+		_, _ = fmt.Fprintf(h, "%d:%s", len(p), p)
 		if e := base.Lookup(strings.TrimSuffix(p, "/")); e != nil {
-			fmt.Fprintf(h, " %d %o %s %d:%s\n", e.Type, e.Perm, e.Digest, len(e.Target), e.Target)
+			_, _ = fmt.Fprintf(h, " %d %o %s %d:%s\n", e.Type, e.Perm, e.Digest, len(e.Target), e.Target)
 		} else {
-			fmt.Fprint(h, " absent\n")
+			_, _ = fmt.Fprint(h, " absent\n")
 		}
 	}
 	return head, fmt.Sprintf("sha256:%x", h.Sum(nil))

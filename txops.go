@@ -375,7 +375,9 @@ func (s *Stage) change(ctx context.Context, path string, op TxOp, expectHash str
 	if before != nil {
 		res.Before = before.Digest
 		if perm == 0 {
-			fmt.Sscanf(before.Mode, "%o", &perm)
+			// A mode that is not octal (a damaged record) leaves perm 0,
+			// and the default below applies.
+			_, _ = fmt.Sscanf(before.Mode, "%o", &perm)
 		}
 	}
 	if perm == 0 {
