@@ -25,13 +25,14 @@ func newRunCommand(g *globals) *cobra.Command {
 		begin          wtx.BeginOptions
 		tx             string
 		applyOnSuccess bool
+		approve        bool
 		keep           bool
 		readOnly       bool
 		noNetwork      bool
 		wait           bool
 	)
 	cmd := &cobra.Command{
-		Use:   "run [STAGE-FLAGS] [--tx T] [--apply-on-success] -- CMD [ARG...]",
+		Use:   "run [STAGE-FLAGS] [--tx T] [--apply-on-success [--approve]] -- CMD [ARG...]",
 		Short: "Run a command in a stage; the workspace stays as it was",
 		Long: `Run CMD inside a stage's view of the workspace: a new stage, or the open
 stage T with --tx. CMD reads and writes the view; the workspace does not change.
@@ -56,6 +57,8 @@ killed, they are killed too.
 With --apply-on-success, exit status 0 applies the whole change set (every
 check of 'wtx apply' still runs) and any other status drops the stage. When
 that apply is refused, the stage is kept for review and wtx exits 2.
+--approve, given at launch, approves that apply's protected paths as 'wtx
+apply --approve' does; the receipt says it was approved.
 
 With --json, stdout carries wtx's one JSON answer and nothing else: CMD's
 standard output goes to standard error instead (with CMD's own stderr),
@@ -68,15 +71,23 @@ EXIT STATUS
 		Example: `  wtx run -- npm install
   wtx run --exclude node_modules -- ./build.sh
   wtx run --tx refactor -- sed -i s/foo/bar/g src/main.go
-  wtx run --apply-on-success -- gofmt -w .`,
+  wtx run --apply-on-success -- gofmt -w .
+  wtx run --apply-on-success --approve -- ./update-lockfiles.sh`,
 		Args: cobra.ArbitraryArgs,
 		RunE: func(c *cobra.Command, args []string) error {
 			g.runCommand = true
 			if len(args) == 0 {
 				return usageError{msg: "wtx run needs a command: wtx run -- CMD [ARG...]"}
 			}
+			if approve && !applyOnSuccess {
+				return usageError{msg: "--approve at launch approves the apply of --apply-on-success; without it, approve when you apply: wtx apply --approve"}
+			}
 			confine := wtx.RunOptions{ReadOnly: readOnly, NoNetwork: noNetwork, SettleEmpty: !keep && tx == "", Wait: wait}
-			return runRun(c, g, begin, tx, applyOnSuccess, confine, args)
+			var land *wtx.ApplyOptions
+			if applyOnSuccess {
+				land = &wtx.ApplyOptions{Approve: approve}
+			}
+			return runRun(c, g, begin, tx, land, confine, args)
 		},
 	}
 	f := cmd.Flags()
@@ -85,6 +96,7 @@ EXIT STATUS
 	g.addProjectFlag(f)
 	f.StringVar(&tx, "tx", "", "run in the open stage `T` instead of a new one")
 	f.BoolVar(&applyOnSuccess, "apply-on-success", false, "apply the whole change set if CMD exits 0, drop the stage otherwise")
+	f.BoolVar(&approve, "approve", false, "with --apply-on-success: approve changes to protected paths now")
 	f.BoolVar(&keep, "keep", false, "keep a new stage open even when CMD leaves its change set empty")
 	f.BoolVar(&readOnly, "read-only", false, "CMD sees the view read-only")
 	f.BoolVar(&noNetwork, "no-network", false, "CMD gets loopback networking only")
@@ -92,9 +104,12 @@ EXIT STATUS
 	return cmd
 }
 
-// runRun runs argv in stage tx, or in a new stage. Of confine, only the
-// ReadOnly, NoNetwork, SettleEmpty and Wait switches are used.
-func runRun(c *cobra.Command, g *globals, begin wtx.BeginOptions, tx string, applyOnSuccess bool, confine wtx.RunOptions, argv []string) error {
+// runRun runs argv in stage tx, or in a new stage; with land, an exit
+// status of 0 applies the change set with those options, any other drops
+// the stage. Of confine, only the ReadOnly, NoNetwork, SettleEmpty and
+// Wait switches are used.
+func runRun(c *cobra.Command, g *globals, begin wtx.BeginOptions, tx string, land *wtx.ApplyOptions, confine wtx.RunOptions, argv []string) error {
+	applyOnSuccess := land != nil
 	ctx := c.Context()
 	ws, err := g.open(ctx)
 	if err != nil {
@@ -145,7 +160,7 @@ func runRun(c *cobra.Command, g *globals, begin wtx.BeginOptions, tx string, app
 	out := answer.NewRun(st, res)
 	if applyOnSuccess {
 		if res.ExitCode == 0 {
-			ar, err := st.Apply(runCtx, wtx.ApplyOptions{})
+			ar, err := st.Apply(runCtx, *land)
 			if err != nil {
 				return applyOnSuccessFailed(g, st, res, out, err)
 			}
