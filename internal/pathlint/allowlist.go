@@ -17,7 +17,7 @@ var Allowlist = []Allowed{
 	{Path: "internal/cli/exchangecmds.go", Func: "newImportCommand", Calls: []string{"os.Open"}, Why: "the bundle file the person names, only read"},
 	{Path: "internal/cli/flowcmds.go", Func: "newFlowRunCommand", Calls: []string{"os.ReadFile"}, Why: "the flow file the person names, only read"},
 	{Path: "internal/cli/gendocs.go", Func: "genDocs", Why: "the documentation directory the person names (wtx gen-docs)"},
-	{Path: "internal/cli/opscmds.go", Func: "newReceiptCommand", Calls: []string{"os.ReadFile"}, Why: "the receipt file the person names, only read"},
+	{Path: "internal/cli/receiptkey.go", Func: "verifyReceiptDoc", Calls: []string{"os.ReadFile"}, Why: "the public key file the person names with --key, only read"},
 	{Path: "internal/cli/receiptkey.go", Func: "readReceiptDoc", Calls: []string{"os.Open"}, Why: "the receipt file the person names, only read"},
 	{Path: "internal/cli/receipttrustcmd.go", Func: "trustKeyInput", Calls: []string{"os.Open"}, Why: "the public key file the person names, only read"},
 	{Path: "internal/cli/review.go", Func: "reviewModel.edit", Why: "a private temporary directory wtx makes for the person's editor"},
@@ -42,6 +42,7 @@ var Allowlist = []Allowed{
 	{Path: "internal/stage/probecache.go", Func: "bootID", Calls: []string{"os.ReadFile"}, Why: "/proc/sys/kernel/random/boot_id"},
 	{Path: "internal/stage/supervise_linux.go", Func: "descendants", Why: "/proc/<pid>/task/*/children of the command, only read"},
 	{Path: "internal/stage/supervise_linux.go", Func: "markInheritedCloexec", Calls: []string{"os.Open"}, Why: "/proc/self/fd"},
+	{Path: "internal/stage/supervise_linux.go", Func: "readProcStat", Calls: []string{"os.ReadFile"}, Why: "/proc/<pid>/stat of a process of the command's namespace, only read"},
 
 	// Inside the command's own namespace, as the command: it could make
 	// the same call itself.
