@@ -3,6 +3,7 @@ package wtx
 import (
 	"context"
 	"fmt"
+	"github.com/wtx-dev/wtx/internal/jsonname"
 	"io"
 	"strings"
 
@@ -102,6 +103,9 @@ func (w *Workspace) opsOf(rows []state.Op) ([]*Op, error) {
 }
 
 // inverse returns the changes that take back what op wrote, sorted.
+// MarshalJSON writes the op with byte-safe paths.
+func (op Op) MarshalJSON() ([]byte, error) { return jsonname.Marshal(op) }
+
 func (op *Op) inverse() []tree.Change {
 	var inverse []tree.Change
 	for _, c := range op.body.Changes {
