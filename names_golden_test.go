@@ -245,3 +245,43 @@ func TestWireTableCoversEveryField(t *testing.T) {
 		}
 	}
 }
+
+// A damaged record is refused with the error the hand-made decoders gave
+// (the base64 ones word for word; encoding/json's own now name the type
+// read, not a twin of it).
+func TestWireDamagedRecordsRefused(t *testing.T) {
+	for _, c := range []struct {
+		in   string
+		out  any
+		want string
+	}{
+		{`{"argv":["a"],"argv_b64":["!"]}`, &TxOp{}, "argv: base64 form 1: illegal base64 data at input byte 0"},
+		{`{"files":[{"path":"a","path_b64":"*"}]}`, &TxOp{}, `base64 of "a": illegal base64 data at input byte 0`},
+		{`{"files":[{"path":"a","before":{"target":"x","target_b64":"?"}}]}`, &TxOp{}, `base64 of "x": illegal base64 data at input byte 0`},
+		{`{"files":[{"path":"a","after":{"target":"x","target_b64":"?"}}]}`, &TxOp{}, `base64 of "x": illegal base64 data at input byte 0`},
+		{`{"mkdirs":["a"],"mkdirs_b64":["YQ==","YQ=="]}`, &TxOp{}, "mkdirs: 1 names but 2 base64 forms"},
+		{`{"old":"x","old_b64":"%%"}`, &TxOp{}, `base64 of "x": illegal base64 data at input byte 0`},
+		{`{"new":"x","new_b64":"%%"}`, &TxOp{}, `base64 of "x": illegal base64 data at input byte 0`},
+		{`{"pending":{"before":{"target_b64":"!"}}}`, &TxOp{}, `base64 of "": illegal base64 data at input byte 0`},
+		{`{"tx_op":"1"}`, &TxOp{}, "json: cannot unmarshal string into Go struct field TxOp.tx_op of type int"},
+		{`{"files":{}}`, &TxOp{}, "json: cannot unmarshal object into Go struct field TxOp.files of type []wtx.TxFile"},
+		{`{"files":[{"after":{"size":"1"}}]}`, &TxOp{}, "json: cannot unmarshal string into Go struct field TxOp.files.after.size of type int64"},
+		{`[]`, &TxOp{}, "json: cannot unmarshal array into Go value of type wtx.TxOp"},
+		{`{"exclude":["a"],"exclude_b64":["!"]}`, &stageConfig{}, "exclude: base64 form 1: illegal base64 data at input byte 0"},
+		{`{"share_b64":["!"]}`, &stageConfig{}, "share: base64 form 1: illegal base64 data at input byte 0"},
+		{`{"protect":["a","b"],"protect_b64":["YQ=="]}`, &stageConfig{}, "protect: 2 names but 1 base64 forms"},
+		{`{"paths":["a"],"paths_b64":["!"]}`, &Repair{}, "paths: base64 form 1: illegal base64 data at input byte 0"},
+		{`{"path":"a","path_b64":"!"}`, &Conflict{}, `base64 of "a": illegal base64 data at input byte 0`},
+		{`{"path":"a","before":{"target_b64":"!"}}`, &Change{}, `base64 of "": illegal base64 data at input byte 0`},
+		{`{"path":"a","path_b64":"!"}`, &TxFile{}, `base64 of "a": illegal base64 data at input byte 0`},
+		{`{"size":"1"}`, &Side{}, "json: cannot unmarshal string into Go struct field Side.size of type int64"},
+	} {
+		if err := json.Unmarshal([]byte(c.in), c.out); err == nil || err.Error() != c.want {
+			t.Errorf("%T %s: %v\nwant %s", c.out, c.in, err, c.want)
+		}
+	}
+	var op TxOp
+	if err := json.Unmarshal([]byte(`null`), &op); err != nil {
+		t.Errorf("null: %v", err)
+	}
+}

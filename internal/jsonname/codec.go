@@ -78,7 +78,7 @@ func Unmarshal(data []byte, v any) error {
 	}
 	twin := reflect.New(p.twin)
 	if err := json.Unmarshal(data, twin.Interface()); err != nil {
-		return err
+		return typeError(err, rv.Elem().Type())
 	}
 	dst := rv.Elem()
 	dst.SetZero()

@@ -2,8 +2,10 @@ package jsonname
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"reflect"
+	"sync"
 )
 
 // decodePlan is how Unmarshal reads one type: encoding/json reads the
@@ -32,6 +34,33 @@ func decodePlanOf(t reflect.Type) (*decodePlan, error) {
 }
 
 var unmarshaler = reflect.TypeFor[json.Unmarshaler]()
+
+// originals maps each twin to the type it stands for, so that an error
+// names the type a reader knows (typeError).
+var originals sync.Map // reflect.Type → reflect.Type
+
+func newPlan(t, twin reflect.Type, conv func(dst, src reflect.Value) error) *decodePlan {
+	originals.Store(twin, t)
+	return &decodePlan{twin, conv}
+}
+
+// typeError names in err, encoding/json's error for a value of the wrong
+// JSON type, the types the value was read for rather than their twins,
+// which have no names and would be spelled out field by field.
+func typeError(err error, top reflect.Type) error {
+	var te *json.UnmarshalTypeError
+	if !errors.As(err, &te) {
+		return err
+	}
+	out := *te
+	if t, ok := originals.Load(te.Type); ok {
+		out.Type = t.(reflect.Type)
+	}
+	if out.Struct == "" && out.Field != "" {
+		out.Struct = top.Name()
+	}
+	return &out
+}
 
 // build returns the plan of a field's type, or nil when encoding/json
 // reads it as it is: a type with no jsonname tags within, or one without
@@ -71,7 +100,7 @@ func buildPointer(t reflect.Type, building map[reflect.Type]bool) (*decodePlan, 
 		dst.Set(p)
 		return e.conv(p.Elem(), src.Elem())
 	}
-	return &decodePlan{reflect.PointerTo(e.twin), conv}, nil
+	return newPlan(t, reflect.PointerTo(e.twin), conv), nil
 }
 
 func buildSlice(t reflect.Type, building map[reflect.Type]bool) (*decodePlan, error) {
@@ -93,7 +122,7 @@ func buildSlice(t reflect.Type, building map[reflect.Type]bool) (*decodePlan, er
 		}
 		return nil
 	}
-	return &decodePlan{reflect.SliceOf(e.twin), conv}, nil
+	return newPlan(t, reflect.SliceOf(e.twin), conv), nil
 }
 
 // decodeField copies one field of the twin into the value.
@@ -142,7 +171,7 @@ func buildStruct(t reflect.Type, top bool, building map[reflect.Type]bool) (*dec
 	if !needed {
 		return nil, nil
 	}
-	return &decodePlan{reflect.StructOf(twin), structConv(dfs)}, nil
+	return newPlan(t, reflect.StructOf(twin), structConv(dfs)), nil
 }
 
 func structConv(dfs []decodeField) func(dst, src reflect.Value) error {
