@@ -1,7 +1,6 @@
 package wtx
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -234,27 +233,14 @@ type Diagnostic struct {
 	Index   int    `json:"index"`
 	Line    int    `json:"line,omitempty"`
 	Command string `json:"command,omitempty"`
-	Path    string `json:"path,omitempty"`
+	Path    string `json:"path,omitempty" jsonname:"b64"`
 	Status  string `json:"status"` // DiagOK, DiagError or DiagSkipped
 	Code    string `json:"code,omitempty"`
 	Message string `json:"message,omitempty"`
 }
 
-type diagnosticJSON struct {
-	Index   int    `json:"index"`
-	Line    int    `json:"line,omitempty"`
-	Command string `json:"command,omitempty"`
-	Path    string `json:"path,omitempty"`
-	PathB64 string `json:"path_b64,omitempty"`
-	Status  string `json:"status"`
-	Code    string `json:"code,omitempty"`
-	Message string `json:"message,omitempty"`
-}
-
 // MarshalJSON writes the diagnostic with a byte-safe path.
-func (d Diagnostic) MarshalJSON() ([]byte, error) {
-	return json.Marshal(diagnosticJSON{d.Index, d.Line, d.Command, jsonname.Text(d.Path), jsonname.B64(d.Path), d.Status, d.Code, d.Message})
-}
+func (d Diagnostic) MarshalJSON() ([]byte, error) { return jsonname.Marshal(d) }
 
 // Diagnostic statuses.
 const (

@@ -69,6 +69,10 @@ func wireCases() []wireCase {
 			NotTransactional: []string{"/dev/x"}}, utf8.ValidString(n))
 		add(fmt.Sprintf("Finding/%d", i), Finding{Kind: FindNotPrivate, Code: "c", Path: n, Object: "o", Detail: "d", Repair: "r",
 			Workspace: n, Repairs: []Repair{{Action: RepairApprove, Detail: "d", Paths: []string{n}}}, Repaired: true}, true)
+		add(fmt.Sprintf("LeftOut/%d", i), LeftOut{Path: n, Type: "dir"}, false)
+		add(fmt.Sprintf("DriftEntry/%d", i), DriftEntry{Path: n, Kind: "modified", Stale: true, Base: "b", Current: "c", Shown: true, Note: "n"}, false)
+		add(fmt.Sprintf("BatchItemResult/%d", i), BatchItemResult{Index: 1, Command: "read", Path: n, TxOp: 2, Digest: "d", Content: n + "\x00\xc3"}, false)
+		add(fmt.Sprintf("Diagnostic/%d", i), Diagnostic{Index: 1, Line: 2, Command: "write", Path: n, Status: DiagError, Code: "c", Message: "m"}, false)
 		add(fmt.Sprintf("FsckReport/%d", i), FsckReport{StateDir: n, Findings: []Finding{{Kind: FindNotPrivate, Path: n}},
 			Checked: FsckChecked{Stages: 2}, SetAside: n + "/lost"}, true)
 	}
@@ -99,6 +103,10 @@ func wireCases() []wireCase {
 		Changes: []Change{}, Drift: []Conflict{}, StaleReads: []Conflict{}, Ops: []string{}, TxOps: []TxOp{}, NotTransactional: []string{}}, true)
 	add("Finding/zero", Finding{}, true)
 	add("FsckReport/zero", FsckReport{}, true)
+	add("LeftOut/zero", LeftOut{}, false)
+	add("DriftEntry/zero", DriftEntry{}, false)
+	add("BatchItemResult/zero", BatchItemResult{}, false)
+	add("Diagnostic/zero", Diagnostic{}, false)
 	add("FsckReport/empty", FsckReport{Findings: []Finding{}}, true)
 	return cs
 }
