@@ -158,3 +158,31 @@ func TestMarshalNilPointer(t *testing.T) {
 		t.Fatalf("%s %v", data, err)
 	}
 }
+
+// Plans are built once and shared: goroutines encoding and decoding the
+// same types at once (run with -race).
+func TestPlansAreShared(t *testing.T) {
+	type fresh struct {
+		P string `json:"p" jsonname:"b64"`
+		S []side `json:"s"`
+	}
+	done := make(chan error)
+	for range 8 {
+		go func() {
+			data, err := Marshal(fresh{P: "\xff", S: []side{{"a", "\xfe"}}})
+			if err == nil {
+				var out fresh
+				err = Unmarshal(data, &out)
+				if err == nil && (out.P != "\xff" || out.S[0].Target != "\xfe") {
+					err = errors.New("names lost")
+				}
+			}
+			done <- err
+		}()
+	}
+	for range 8 {
+		if err := <-done; err != nil {
+			t.Error(err)
+		}
+	}
+}
