@@ -102,10 +102,10 @@ func (w *Workspace) opsOf(rows []state.Op) ([]*Op, error) {
 	return out, nil
 }
 
-// inverse returns the changes that take back what op wrote, sorted.
 // MarshalJSON writes the op with byte-safe paths.
 func (op Op) MarshalJSON() ([]byte, error) { return jsonname.Marshal(op) }
 
+// inverse returns the changes that take back what op wrote, sorted.
 func (op *Op) inverse() []tree.Change {
 	var inverse []tree.Change
 	for _, c := range op.body.Changes {
