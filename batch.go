@@ -96,28 +96,14 @@ func (j batchItemJSON) item() (BatchItem, error) {
 type BatchItemResult struct {
 	Index   int    `json:"index"`
 	Command string `json:"command"`
-	Path    string `json:"path"`
+	Path    string `json:"path" jsonname:"b64"`
 	TxOp    int    `json:"tx_op"`
 	Digest  string `json:"digest,omitempty"`
-	Content string `json:"content,omitempty"` // for read (content_b64 too when it is not UTF-8)
-}
-
-type batchItemResultJSON struct {
-	Index      int    `json:"index"`
-	Command    string `json:"command"`
-	Path       string `json:"path"`
-	PathB64    string `json:"path_b64,omitempty"`
-	TxOp       int    `json:"tx_op"`
-	Digest     string `json:"digest,omitempty"`
-	Content    string `json:"content,omitempty"`
-	ContentB64 string `json:"content_b64,omitempty"`
+	Content string `json:"content,omitempty" jsonname:"b64"` // for read (content_b64 too when it is not UTF-8)
 }
 
 // MarshalJSON writes the result with a byte-safe path and content.
-func (r BatchItemResult) MarshalJSON() ([]byte, error) {
-	return json.Marshal(batchItemResultJSON{r.Index, r.Command, jsonname.Text(r.Path), jsonname.B64(r.Path), r.TxOp, r.Digest,
-		jsonname.Text(r.Content), jsonname.B64(r.Content)})
-}
+func (r BatchItemResult) MarshalJSON() ([]byte, error) { return jsonname.Marshal(r) }
 
 // BatchResult reports an atomic batch.
 type BatchResult struct {

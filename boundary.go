@@ -1,7 +1,6 @@
 package wtx
 
 import (
-	"encoding/json"
 	"fmt"
 	"strings"
 
@@ -125,19 +124,13 @@ func reservedApplyError(tx string, cs *ChangeSet) *Error {
 // selectors: it is never part of the change set and never applied, and the
 // run summary and receipt say so. A directory stands for everything in it.
 type LeftOut struct {
-	Path string `json:"path"`
+	Path string `json:"path" jsonname:"b64"`
 	Type string `json:"type"` // "dir", or "file" for anything else
 }
 
 // MarshalJSON writes the path byte-safely: "path" and, for a name that is
 // not valid UTF-8, "path_b64".
-func (l LeftOut) MarshalJSON() ([]byte, error) {
-	return json.Marshal(struct {
-		Path    string `json:"path"`
-		PathB64 string `json:"path_b64,omitempty"`
-		Type    string `json:"type"`
-	}{jsonname.Text(l.Path), jsonname.B64(l.Path), l.Type})
-}
+func (l LeftOut) MarshalJSON() ([]byte, error) { return jsonname.Marshal(l) }
 
 // leftOutOf returns what the view's last scan left out by exclusion.
 func leftOutOf(v stage.View) []LeftOut {

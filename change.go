@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/wtx-dev/wtx/internal/failpoint"
+	"github.com/wtx-dev/wtx/internal/jsonname"
 	"github.com/wtx-dev/wtx/internal/quote"
 	"github.com/wtx-dev/wtx/internal/stage"
 	"github.com/wtx-dev/wtx/internal/tree"
@@ -20,21 +21,34 @@ type Side struct {
 	Mode   string `json:"mode,omitempty"`
 	Size   int64  `json:"size"`
 	Digest string `json:"digest,omitempty"`
-	Target string `json:"target,omitempty"`
+	Target string `json:"target,omitempty" jsonname:"b64"`
 }
+
+// MarshalJSON writes the side with a byte-safe target (internal/jsonname).
+func (s Side) MarshalJSON() ([]byte, error) { return jsonname.Marshal(s) }
+
+// UnmarshalJSON reads what MarshalJSON writes (and records without
+// target_b64).
+func (s *Side) UnmarshalJSON(data []byte) error { return jsonname.Unmarshal(data, s) }
 
 // Change is one path of a change set, as shown by status, diff and apply.
 // A deleted path has no top-level type, mode or digest, only Before.
 type Change struct {
-	Path   string `json:"path"`
+	Path   string `json:"path" jsonname:"b64"`
 	Action string `json:"action"`
 	Type   string `json:"type,omitempty"`
 	Mode   string `json:"mode,omitempty"`
 	Size   *int64 `json:"size,omitempty"`
 	Digest string `json:"digest,omitempty"`
-	Target string `json:"target,omitempty"`
+	Target string `json:"target,omitempty" jsonname:"b64"`
 	Before *Side  `json:"before,omitempty"`
 }
+
+// MarshalJSON writes the change with a byte-safe path and target.
+func (c Change) MarshalJSON() ([]byte, error) { return jsonname.Marshal(c) }
+
+// UnmarshalJSON reads what MarshalJSON writes.
+func (c *Change) UnmarshalJSON(data []byte) error { return jsonname.Unmarshal(data, c) }
 
 // Counts tallies a change set.
 type Counts = tree.Counts

@@ -2,7 +2,6 @@ package wtx
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"io"
 	"io/fs"
@@ -18,36 +17,24 @@ import (
 // workspace behind the stage's back: a changed path that drifted, or a
 // file the stage read that changed since (a stale read).
 type DriftEntry struct {
-	Path string
+	Path string `json:"path" jsonname:"b64"`
 	// Kind is the conflict's kind ("modified", "created", "deleted",
 	// "type-changed", ...); Stale is set for a stale read.
-	Kind  string
-	Stale bool
+	Kind  string `json:"kind"`
+	Stale bool   `json:"stale_read,omitempty"`
 	// Base is the digest the stage is based on (or read), Current the
 	// workspace's now; "absent" when there is nothing.
-	Base, Current string
+	Base    string `json:"base"`
+	Current string `json:"current"`
 	// Shown is set when the diff holds the workspace's change for the
 	// path: its base content is known (kept by wtx) and the current one
 	// could be read. Otherwise Note says why not.
-	Shown bool
-	Note  string
-}
-
-type driftEntryJSON struct {
-	Path    string `json:"path"`
-	PathB64 string `json:"path_b64,omitempty"`
-	Kind    string `json:"kind"`
-	Stale   bool   `json:"stale_read,omitempty"`
-	Base    string `json:"base"`
-	Current string `json:"current"`
-	Shown   bool   `json:"shown"`
-	Note    string `json:"note,omitempty"`
+	Shown bool   `json:"shown"`
+	Note  string `json:"note,omitempty"`
 }
 
 // MarshalJSON writes the entry with a byte-safe path.
-func (d DriftEntry) MarshalJSON() ([]byte, error) {
-	return json.Marshal(driftEntryJSON{jsonname.Text(d.Path), jsonname.B64(d.Path), d.Kind, d.Stale, d.Base, d.Current, d.Shown, d.Note})
-}
+func (d DriftEntry) MarshalJSON() ([]byte, error) { return jsonname.Marshal(d) }
 
 // DriftUnknown is the base of a drift entry whose base digest was never
 // taken (a lazy view hashes only what it must).

@@ -1,7 +1,6 @@
 package wtx
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -141,17 +140,25 @@ const (
 // program acts on; Command is a rendering for people (the command line
 // fills it where the library left it empty).
 type Repair struct {
-	Action  RepairAction
-	Class   ConflictClass
-	Detail  string
-	Stage   string
-	Paths   []string
-	Command string
-	// TxOp is the op of the stage a drop-op repair names.
-	TxOp int
-	// Op is the op a repair of an undo acts on.
-	Op string
+	Action  RepairAction  `json:"action"`
+	Class   ConflictClass `json:"class,omitempty"`
+	Detail  string        `json:"detail"`
+	Stage   string        `json:"tx,omitempty"`
+	Paths   []string      `json:"paths,omitempty" jsonname:"b64"`
+	Command string        `json:"command,omitempty"`
+	// TxOp is the op of the stage a drop-op repair names. Not in the
+	// JSON of a repair, which has never carried it (the command line
+	// renders it into Command).
+	TxOp int `json:"-"`
+	// Op is the op a repair of an undo acts on. Not in the JSON, as TxOp.
+	Op string `json:"-"`
 }
+
+// MarshalJSON writes the repair with byte-safe paths.
+func (r Repair) MarshalJSON() ([]byte, error) { return jsonname.Marshal(r) }
+
+// UnmarshalJSON reads what MarshalJSON writes.
+func (r *Repair) UnmarshalJSON(data []byte) error { return jsonname.Unmarshal(data, r) }
 
 // ConflictClass groups conflicts by what a person does about them.
 type ConflictClass string
@@ -189,15 +196,23 @@ func (c Conflict) Class() ConflictClass {
 
 // Conflict is one path that blocks an apply.
 type Conflict struct {
-	Path    string `json:"path"`
-	Kind    string `json:"kind"`              // what happened: "modified", "created", "deleted", "type-changed", "added-inside-deleted-dir" (drift), "symlink", "boundary", "shared-inode" (boundary), "protected", "stale-read", "rebase", "expect-hash"
-	Base    string `json:"base,omitempty"`    // digest (or "absent") the stage expected
-	Current string `json:"current,omitempty"` // digest (or "absent") found now
+	Path string `json:"path" jsonname:"b64"`
+	// In JSON, Kind is followed by the conflict's class (Class).
+	Kind    string `json:"kind" jsonname:"then:class=Class"` // what happened: "modified", "created", "deleted", "type-changed", "added-inside-deleted-dir" (drift), "symlink", "boundary", "shared-inode" (boundary), "protected", "stale-read", "rebase", "expect-hash"
+	Base    string `json:"base,omitempty"`                   // digest (or "absent") the stage expected
+	Current string `json:"current,omitempty"`                // digest (or "absent") found now
 	Detail  string `json:"detail,omitempty"`
 	// Op names the op that wrote the path since, when one did (an undo
 	// refused because a later op wrote the path).
 	Op string `json:"op_id,omitempty"`
 }
+
+// MarshalJSON writes the conflict with a byte-safe path and its class.
+func (c Conflict) MarshalJSON() ([]byte, error) { return jsonname.Marshal(c) }
+
+// UnmarshalJSON reads what MarshalJSON writes (the class is derived, not
+// read).
+func (c *Conflict) UnmarshalJSON(data []byte) error { return jsonname.Unmarshal(data, c) }
 
 // Error is the error type of the wtx API. Code is one of the Code constants.
 type Error struct {
@@ -218,27 +233,14 @@ type Diagnostic struct {
 	Index   int    `json:"index"`
 	Line    int    `json:"line,omitempty"`
 	Command string `json:"command,omitempty"`
-	Path    string `json:"path,omitempty"`
+	Path    string `json:"path,omitempty" jsonname:"b64"`
 	Status  string `json:"status"` // DiagOK, DiagError or DiagSkipped
 	Code    string `json:"code,omitempty"`
 	Message string `json:"message,omitempty"`
 }
 
-type diagnosticJSON struct {
-	Index   int    `json:"index"`
-	Line    int    `json:"line,omitempty"`
-	Command string `json:"command,omitempty"`
-	Path    string `json:"path,omitempty"`
-	PathB64 string `json:"path_b64,omitempty"`
-	Status  string `json:"status"`
-	Code    string `json:"code,omitempty"`
-	Message string `json:"message,omitempty"`
-}
-
 // MarshalJSON writes the diagnostic with a byte-safe path.
-func (d Diagnostic) MarshalJSON() ([]byte, error) {
-	return json.Marshal(diagnosticJSON{d.Index, d.Line, d.Command, jsonname.Text(d.Path), jsonname.B64(d.Path), d.Status, d.Code, d.Message})
-}
+func (d Diagnostic) MarshalJSON() ([]byte, error) { return jsonname.Marshal(d) }
 
 // Diagnostic statuses.
 const (

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/wtx-dev/wtx/internal/jsonname"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -59,20 +60,23 @@ type Finding struct {
 	Code string      `json:"code"`
 	// Path is the file or directory concerned; Object the object, stage,
 	// op or workspace, when the finding is about one.
-	Path   string `json:"path,omitempty"`
+	Path   string `json:"path,omitempty" jsonname:"b64"`
 	Object string `json:"object,omitempty"`
 	// Detail says what was found and what is lost with it.
 	Detail string `json:"detail"`
 	// Repair says how to repair it (a command when there is one).
 	Repair string `json:"repair"`
+	// Repaired is set when fsck --repair (or --reinit) repaired it.
+	Repaired bool `json:"repaired,omitempty"`
 	// Workspace is the workspace the finding is about, when it is about
 	// one; Repairs are its repairs as data (Repair then says the first in
 	// words), which the command line renders as commands in Workspace.
-	Workspace string   `json:"workspace,omitempty"`
+	Workspace string   `json:"workspace,omitempty" jsonname:"b64"`
 	Repairs   []Repair `json:"repairs,omitempty"`
-	// Repaired is set when fsck --repair (or --reinit) repaired it.
-	Repaired bool `json:"repaired,omitempty"`
 }
+
+// MarshalJSON writes the finding with a byte-safe path.
+func (f Finding) MarshalJSON() ([]byte, error) { return jsonname.Marshal(f) }
 
 // FsckOptions configure Fsck.
 type FsckOptions struct {
@@ -101,12 +105,15 @@ type FsckChecked struct {
 
 // FsckReport is what Fsck found.
 type FsckReport struct {
-	StateDir string      `json:"state_dir"`
+	StateDir string      `json:"state_dir" jsonname:"b64"`
 	Findings []Finding   `json:"findings"`
 	Checked  FsckChecked `json:"checked"`
 	// SetAside is where --reinit or --repair moved what they replaced.
-	SetAside string `json:"set_aside,omitempty"`
+	SetAside string `json:"set_aside,omitempty" jsonname:"b64"`
 }
+
+// MarshalJSON writes the report with byte-safe paths.
+func (r FsckReport) MarshalJSON() ([]byte, error) { return jsonname.Marshal(r) }
 
 // Damaged reports whether a finding is left unrepaired.
 func (r *FsckReport) Damaged() bool {

@@ -117,7 +117,7 @@ type Op struct {
 	Kind     string    `json:"kind"` // "apply" or "undo"
 	Tx       string    `json:"tx"`
 	Created  time.Time `json:"created"`
-	Written  []string  `json:"written"`
+	Written  []string  `json:"written" jsonname:"b64"`
 	Changes  []Change  `json:"changes"`
 	Undoes   string    `json:"undoes,omitempty"`
 	UndoneBy string    `json:"undone_by,omitempty"`

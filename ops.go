@@ -3,6 +3,7 @@ package wtx
 import (
 	"context"
 	"fmt"
+	"github.com/wtx-dev/wtx/internal/jsonname"
 	"io"
 	"strings"
 
@@ -100,6 +101,9 @@ func (w *Workspace) opsOf(rows []state.Op) ([]*Op, error) {
 	}
 	return out, nil
 }
+
+// MarshalJSON writes the op with byte-safe paths.
+func (op Op) MarshalJSON() ([]byte, error) { return jsonname.Marshal(op) }
 
 // inverse returns the changes that take back what op wrote, sorted.
 func (op *Op) inverse() []tree.Change {

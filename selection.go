@@ -363,3 +363,6 @@ func specialError(s *Stage, special []string) *Error {
 		Message: fmt.Sprintf("the stage holds %d FIFO, socket or device file(s), which wtx never applies: %s; remove them in the stage or leave them out of the apply", len(special), strings.Join(names, ", ")),
 		Repairs: []Repair{{Action: "exclude", Detail: "apply the rest; they stay in the stage", Command: "wtx apply " + s.ID() + ex.String()}}}
 }
+
+// shellQuote writes a name as one POSIX shell word (quote.Shell).
+func shellQuote(s string) string { return quote.Shell(s) }

@@ -18,6 +18,7 @@ import (
 
 	"github.com/wtx-dev/wtx/internal/failpoint"
 	"github.com/wtx-dev/wtx/internal/fsx"
+	"github.com/wtx-dev/wtx/internal/jsonname"
 	"github.com/wtx-dev/wtx/internal/stage"
 	"github.com/wtx-dev/wtx/internal/state"
 	"github.com/wtx-dev/wtx/internal/tree"
@@ -47,9 +48,9 @@ type BackendSkip struct {
 
 // stageConfig is what a stage keeps about how it was opened.
 type stageConfig struct {
-	Exclude []string      `json:"exclude,omitempty"`
-	Share   []string      `json:"share,omitempty"`
-	Protect []string      `json:"protect,omitempty"`
+	Exclude []string      `json:"exclude,omitempty" jsonname:"b64"`
+	Share   []string      `json:"share,omitempty" jsonname:"b64"`
+	Protect []string      `json:"protect,omitempty" jsonname:"b64"`
 	Skipped []BackendSkip `json:"skipped,omitempty"`
 	Ops     []string      `json:"ops,omitempty"`
 	// RootMode is the workspace root's permission bits when the stage
@@ -64,13 +65,19 @@ type stageConfig struct {
 	// Rebased names the paths a rebase moved the base of, each with the
 	// last op recorded before it.
 	Rebased []RebaseMark `json:"rebased,omitempty"`
-	// Conflicted are the paths a rebase with merge left with conflict
-	// markers (conflictmarks.go).
-	Conflicted []ConflictMark `json:"conflicted,omitempty"`
 	// NoProject: the stage was opened without the project file
 	// (BeginOptions.NoProject), by a person's choice.
 	NoProject bool `json:"no_project,omitempty"`
+	// Conflicted are the paths a rebase with merge left with conflict
+	// markers (conflictmarks.go).
+	Conflicted []ConflictMark `json:"conflicted,omitempty"`
 }
+
+// MarshalJSON writes the configuration with byte-safe selectors.
+func (c stageConfig) MarshalJSON() ([]byte, error) { return jsonname.Marshal(c) }
+
+// UnmarshalJSON reads what MarshalJSON writes.
+func (c *stageConfig) UnmarshalJSON(data []byte) error { return jsonname.Unmarshal(data, c) }
 
 // RebaseMark says that a rebase moved Path's base onto the workspace's
 // content after op AfterOp: the states the ops up to AfterOp recorded

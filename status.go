@@ -2,6 +2,7 @@ package wtx
 
 import (
 	"context"
+	"github.com/wtx-dev/wtx/internal/jsonname"
 	"time"
 )
 
@@ -21,9 +22,9 @@ type Status struct {
 	// At is the op the stage was opened at (begin --at): its base is the
 	// workspace right after that op, not as it was when it opened.
 	At              string     `json:"at,omitempty"`
-	Exclude         []string   `json:"exclude"`
-	Share           []string   `json:"share"`
-	Protect         []string   `json:"protect"`
+	Exclude         []string   `json:"exclude" jsonname:"b64"`
+	Share           []string   `json:"share" jsonname:"b64"`
+	Protect         []string   `json:"protect" jsonname:"b64"`
 	Counts          Counts     `json:"counts"`
 	ChangesetDigest string     `json:"changeset_digest"`
 	Changes         []Change   `json:"changes"`
@@ -31,14 +32,17 @@ type Status struct {
 	StaleReads      []Conflict `json:"stale_reads"`
 	// Conflicted are paths a rebase left with conflict markers still in
 	// the staged file: apply refuses them until they are resolved.
-	Conflicted       []string        `json:"conflicted"`
-	Special          []string        `json:"special"`
+	Conflicted       []string        `json:"conflicted" jsonname:"b64"`
+	Special          []string        `json:"special" jsonname:"b64"`
 	LeftOut          []LeftOut       `json:"left_out"` // a command's writes under --exclude: never applied (I-008)
 	RootMode         *RootModeChange `json:"root_mode_change,omitempty"`
 	Ops              []string        `json:"ops"`
 	TxOps            []TxOp          `json:"tx_ops"`
 	NotTransactional []string        `json:"not_transactional"`
 }
+
+// MarshalJSON writes the status with byte-safe selectors and names.
+func (s Status) MarshalJSON() ([]byte, error) { return jsonname.Marshal(s) }
 
 // Status reports the stage: its change set (restricted to paths when
 // given), and drift: changed paths whose workspace copy moved since the

@@ -15,6 +15,7 @@ import (
 	"github.com/wtx-dev/wtx/internal/engine"
 	"github.com/wtx-dev/wtx/internal/failpoint"
 	"github.com/wtx-dev/wtx/internal/fsx"
+	"github.com/wtx-dev/wtx/internal/jsonname"
 	"github.com/wtx-dev/wtx/internal/quote"
 	"github.com/wtx-dev/wtx/internal/stage"
 	"github.com/wtx-dev/wtx/internal/state"
@@ -26,14 +27,14 @@ import (
 type TxOp struct {
 	Seq     int       `json:"tx_op"`
 	Kind    string    `json:"kind"` // write, edit, rm, read, run
-	Argv    []string  `json:"argv"`
+	Argv    []string  `json:"argv" jsonname:"b64"`
 	Created time.Time `json:"created"`
 	// Files are the paths the op touched, with their staged state before
 	// and after it (nil: absent).
 	Files []TxFile `json:"files"`
 	// Edit's arguments, for rebase.
-	Old        string `json:"old,omitempty"`
-	New        string `json:"new,omitempty"`
+	Old        string `json:"old,omitempty" jsonname:"b64"`
+	New        string `json:"new,omitempty" jsonname:"b64"`
 	All        bool   `json:"all,omitempty"`
 	ExpectHash string `json:"expect_hash,omitempty"`
 	// Status is a run's: RunRunning from before its command starts until
@@ -55,7 +56,7 @@ type TxOp struct {
 	Checkpoint bool `json:"checkpoint,omitempty"`
 	// Mkdirs are the directories above its path that a write created,
 	// parents first: drop-op removes them with it.
-	Mkdirs []string `json:"mkdirs,omitempty"`
+	Mkdirs []string `json:"mkdirs,omitempty" jsonname:"b64"`
 	// Pending is set on a per-file op from the moment it is recorded until
 	// its change to the view is made; an op found pending is one whose wtx
 	// was stopped halfway, which the next command settles (fileop.go).
@@ -64,6 +65,16 @@ type TxOp struct {
 	// name), empty for an op a person or an agent made.
 	Flow string `json:"flow,omitempty"`
 }
+
+// MarshalJSON writes the op with byte-safe arguments and edit texts.
+func (op TxOp) MarshalJSON() ([]byte, error) { return jsonname.Marshal(op) }
+
+// UnmarshalJSON reads what MarshalJSON writes.
+func (op *TxOp) UnmarshalJSON(data []byte) error { return jsonname.Unmarshal(data, op) }
+
+// decodeTxOp reads a tx op's record in one pass over its bytes, files and
+// all (json.Unmarshal would scan them once more before UnmarshalJSON).
+func decodeTxOp(data []byte, op *TxOp) error { return jsonname.Unmarshal(data, op) }
 
 // Statuses of a run op.
 const (
@@ -75,15 +86,21 @@ const (
 
 // TxFile is one path a TxOp touched.
 type TxFile struct {
-	Path   string `json:"path"`
+	Path   string `json:"path" jsonname:"b64"`
 	Before *Side  `json:"before"`
 	After  *Side  `json:"after"`
 }
 
+// MarshalJSON writes the file with a byte-safe path.
+func (f TxFile) MarshalJSON() ([]byte, error) { return jsonname.Marshal(f) }
+
+// UnmarshalJSON reads what MarshalJSON writes.
+func (f *TxFile) UnmarshalJSON(data []byte) error { return jsonname.Unmarshal(data, f) }
+
 // FileResult answers a per-file operation.
 type FileResult struct {
 	TxOp   int    `json:"tx_op"`
-	Path   string `json:"path"`
+	Path   string `json:"path" jsonname:"b64"`
 	Digest string `json:"digest,omitempty"` // the content now staged (or read)
 	Size   int64  `json:"size"`
 	// Before is the digest the path held in the stage before the op
@@ -94,11 +111,14 @@ type FileResult struct {
 	// Changes holds the op's change to the stage as a change object
 	// (empty for a read): action and after-state relative to what the
 	// stage held before the op.
-	Changes []Change `json:"changes"`
+	Changes []Change `json:"changes" jsonname:"nonnil"`
 	// Strategy says how the change reaches the workspace (StrategyStaged
 	// for per-file ops; "" for a read).
 	Strategy string `json:"strategy,omitempty"`
 }
+
+// MarshalJSON writes the result with a byte-safe path.
+func (r FileResult) MarshalJSON() ([]byte, error) { return jsonname.Marshal(r) }
 
 // How a change reaches the workspace: the "strategy" of a write answer.
 const (
