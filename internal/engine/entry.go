@@ -48,10 +48,10 @@ type NameAt struct {
 	Stat fsx.Stat
 }
 
-// found reports whether an entry is at the name.
+// Found reports whether an entry is at the name.
 func (n NameAt) Found() bool { return n.Presence == Present }
 
-// holds reports whether the name holds e (nil: nothing), content and mode.
+// Holds reports whether the name holds e (nil: nothing), content and mode.
 func (n NameAt) Holds(e *tree.Entry) bool {
 	if e == nil {
 		return !n.Found()
@@ -59,7 +59,7 @@ func (n NameAt) Holds(e *tree.Entry) bool {
 	return n.Found() && tree.SameContent(n.Entry, e)
 }
 
-// holdsFile reports whether the name holds a regular file with digest.
+// HoldsFile reports whether the name holds a regular file with digest.
 func (n NameAt) HoldsFile(digest string) bool {
 	return n.Found() && n.Entry.Type == tree.File && n.Entry.Digest == digest
 }

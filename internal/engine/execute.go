@@ -19,7 +19,7 @@ import (
 // returning how to undo it. Every step checks once more that the object it
 // displaces is the one Check saw (ident).
 
-// TestHookStep, when set by a test, runs before each plan step; an error
+// TestHookStep is set by a test to run before each plan step; an error
 // makes that step fail.
 var TestHookStep func(i int, st tree.Step) error
 
