@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/wtx-dev/wtx/internal/wtxtest"
 )
@@ -36,6 +37,9 @@ func pipedSession(t *testing.T, env ...string) map[float64]map[string]any {
 		`{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name":"run","arguments":{"argv":["sh","-c","sleep 30"]}}}`,
 		`{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":4}}`,
 		`{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"run","arguments":{"argv":["sh","-c","sleep 0.3; echo hi > b.txt"]}}}`,
+		// The end of the input is also a client's shutdown: a call still
+		// running after the grace period is stopped, and answers so.
+		`{"jsonrpc":"2.0","id":6,"method":"tools/call","params":{"name":"run","arguments":{"argv":["sh","-c","sleep 300"]}}}`,
 	}, "\n") + "\n"
 	cmd := exec.Command(bin, "-C", ws, "mcp")
 	cmd.Env = append(append(os.Environ(), "WTX_STATE_DIR="+filepath.Join(root, "state")), env...)
@@ -43,8 +47,12 @@ func pipedSession(t *testing.T, env ...string) map[float64]map[string]any {
 	var out bytes.Buffer
 	cmd.Stdout = &out
 	cmd.Stderr = os.Stderr
+	start := time.Now()
 	if err := cmd.Run(); err != nil {
 		t.Fatalf("wtx mcp: %v", err)
+	}
+	if took := time.Since(start); took > 60*time.Second {
+		t.Fatalf("wtx mcp took %v to end after its input ended", took)
 	}
 	got := map[float64]map[string]any{}
 	sc := bufio.NewScanner(&out)
@@ -66,7 +74,7 @@ func pipedSession(t *testing.T, env ...string) map[float64]map[string]any {
 // exits, and a cancelled one does not hold it up.
 func TestMCPPipedSessionAnswersEveryRequest(t *testing.T) {
 	got := pipedSession(t)
-	for _, id := range []float64{1, 2, 3, 5} {
+	for _, id := range []float64{1, 2, 3, 5, 6} {
 		r, ok := got[id]
 		if !ok {
 			t.Fatalf("request %v was not answered; answers: %v", id, got)
@@ -78,6 +86,10 @@ func TestMCPPipedSessionAnswersEveryRequest(t *testing.T) {
 	res, _ := got[5]["result"].(map[string]any)
 	if res["isError"] == true || !strings.Contains(string(mustJSON(t, res)), "b.txt") {
 		t.Fatalf("the run's answer does not report its change: %v", res)
+	}
+	stopped, _ := got[6]["result"].(map[string]any)
+	if !strings.Contains(string(mustJSON(t, stopped)), `"signal"`) {
+		t.Fatalf("the run stopped at the end of the input does not say it was stopped: %v", stopped)
 	}
 }
 

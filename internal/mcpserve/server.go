@@ -157,14 +157,19 @@ func describe[T any]() *jsonschema.Schema {
 }
 
 // Serve runs the server on in/out until the client goes away (in ends) or
-// ctx is cancelled; either stops commands still running.
+// ctx is cancelled. When in ends, every request read before answers: a
+// call still running DefaultEndGrace later is stopped (a command with
+// everything it started) and answers so. When ctx is cancelled, running
+// commands are stopped at once.
 func Serve(ctx context.Context, cfg Config, in io.ReadCloser, out io.WriteCloser) error {
 	s, h := newServer(cfg)
-	h.base = ctx
+	base, stop := context.WithCancel(ctx)
+	defer stop()
+	h.base = base
 	if failpoint.Disabled("line-framing") {
 		return s.Run(ctx, &mcp.IOTransport{Reader: in, Writer: out, MaxLineLength: cfg.MaxRequest})
 	}
-	return s.Run(ctx, &lineTransport{in: in, out: out, max: cfg.MaxRequest, log: cfg.Log})
+	return s.Run(ctx, &lineTransport{in: in, out: out, max: cfg.MaxRequest, log: cfg.Log, grace: DefaultEndGrace, stop: stop})
 }
 
 type handlers struct {

@@ -10,6 +10,7 @@ import (
 	"io"
 	"log/slog"
 	"sync"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 
@@ -29,16 +30,29 @@ const idPrefix = 64 << 10
 // JSON-RPC error reply (with the request's id when it can be found) and the
 // server reads on. Only the end of the input, or a failed read, ends it, and
 // only once every request read before it has been answered: a script that
-// writes its requests and closes its end gets every answer.
+// writes its requests and closes its end gets every answer. The end of the
+// input is also how a client shuts the server down (MCP's stdio transport),
+// so calls still running after grace are stopped (stop), and their
+// answers, saying so, are the last the server writes.
 type lineTransport struct {
-	in  io.ReadCloser
-	out io.WriteCloser
-	max int
-	log *slog.Logger
+	in    io.ReadCloser
+	out   io.WriteCloser
+	max   int
+	log   *slog.Logger
+	grace time.Duration
+	stop  func()
 }
 
+// DefaultEndGrace is how long calls still running when the input ends may
+// go on before they are stopped.
+const DefaultEndGrace = 2 * time.Second
+
+// endWait bounds the wait for the answers of stopped calls: a command is
+// stopped within seconds (SIGTERM, then SIGKILL).
+const endWait = 30 * time.Second
+
 func (t *lineTransport) Connect(context.Context) (mcp.Connection, error) {
-	c := &lineConn{in: t.in, out: t.out, max: t.max, log: t.log,
+	c := &lineConn{in: t.in, out: t.out, max: t.max, log: t.log, grace: t.grace, stop: t.stop,
 		incoming: make(chan readResult), closed: make(chan struct{}),
 		pending: map[any]bool{}, answered: make(chan struct{}, 1)}
 	if c.max <= 0 {
@@ -54,10 +68,12 @@ type readResult struct {
 }
 
 type lineConn struct {
-	in  io.ReadCloser
-	out io.WriteCloser
-	max int
-	log *slog.Logger
+	in    io.ReadCloser
+	out   io.WriteCloser
+	max   int
+	log   *slog.Logger
+	grace time.Duration
+	stop  func()
 
 	incoming chan readResult
 	wmu      sync.Mutex
@@ -137,8 +153,12 @@ func (c *lineConn) settle(id jsonrpc.ID) {
 }
 
 // drain waits until every tracked request has been answered, or the
-// connection is closed.
+// connection is closed. Calls still running after the grace period are
+// stopped, and their answers waited for a while longer.
 func (c *lineConn) drain() {
+	grace := time.NewTimer(c.grace)
+	defer grace.Stop()
+	var bound <-chan time.Time
 	for {
 		c.pmu.Lock()
 		n := len(c.pending)
@@ -149,6 +169,13 @@ func (c *lineConn) drain() {
 		select {
 		case <-c.answered:
 		case <-c.closed:
+			return
+		case <-grace.C:
+			if c.stop != nil {
+				c.stop()
+			}
+			bound = time.After(endWait)
+		case <-bound:
 			return
 		}
 	}
